@@ -1,0 +1,155 @@
+// Package events holds the decoded form of what the BPF programs report:
+// RTT samples and flow opening/closing events. Values are plain structs so
+// a reader can decode into one reused value per event without allocating.
+package events
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Protocol is the IP protocol number of a flow.
+type Protocol uint8
+
+// Protocols rttscope reports on.
+const (
+	ProtoICMP   Protocol = 1
+	ProtoTCP    Protocol = 6
+	ProtoUDP    Protocol = 17
+	ProtoICMPv6 Protocol = 58
+)
+
+// String returns the name used in every output format (SPEC §2).
+func (p Protocol) String() string {
+	switch p {
+	case ProtoICMP:
+		return "ICMP"
+	case ProtoTCP:
+		return "TCP"
+	case ProtoUDP:
+		return "UDP"
+	case ProtoICMPv6:
+		return "ICMPv6"
+	}
+	return "UNKNOWN"
+}
+
+// Endpoint is one side of a flow. For ICMP echo the echo identifier stands
+// in for the port on both sides.
+type Endpoint struct {
+	IP   netip.Addr
+	Port uint16
+}
+
+// Flow names a direction of a connection: Src sent the packet the event is
+// about (for RTT samples: the reply that completed the sample).
+type Flow struct {
+	Src, Dst Endpoint
+	Proto    Protocol
+}
+
+// Reverse returns the flow in the other direction.
+func (f Flow) Reverse() Flow { return Flow{Src: f.Dst, Dst: f.Src, Proto: f.Proto} }
+
+// RTT is one round-trip time sample.
+type RTT struct {
+	// Time is when the reply was seen, as Unix time in nanoseconds.
+	Time int64
+	// Flow is the direction of the reply packet.
+	Flow Flow
+	// RTT and MinRTT are the sample and the flow's minimum so far.
+	RTT, MinRTT time.Duration
+	// SmoothedRTT is the flow's EWMA (1/8 gain, as TCP's SRTT).
+	SmoothedRTT time.Duration
+	// Sent* count what the timestamped side sent, Rec* what it received,
+	// over the life of the flow.
+	SentPackets, SentBytes uint64
+	RecPackets, RecBytes   uint64
+	// MatchOnEgress is true when the reply was matched on an egress hook:
+	// the sample then includes this host's own processing delay.
+	MatchOnEgress bool
+	// Ifindex is the interface the reply was matched on (0 in replay).
+	Ifindex uint32
+}
+
+// FlowEventType says whether a flow opens or closes.
+type FlowEventType uint8
+
+// Flow event types.
+const (
+	FlowOpening FlowEventType = 1
+	FlowClosing FlowEventType = 2
+)
+
+// String returns the word used by the output formats.
+func (t FlowEventType) String() string {
+	if t == FlowOpening {
+		return "opening"
+	}
+	return "closing"
+}
+
+// FlowReason says why a flow opened or closed.
+type FlowReason uint8
+
+// Flow event reasons; the strings are ePPing's.
+const (
+	ReasonSYN           FlowReason = 1
+	ReasonSYNACK        FlowReason = 2
+	ReasonFirstObserved FlowReason = 3
+	ReasonFIN           FlowReason = 4
+	ReasonRST           FlowReason = 5
+	ReasonTimeout       FlowReason = 6
+)
+
+// String returns the reason as printed in every format.
+func (r FlowReason) String() string {
+	switch r {
+	case ReasonSYN:
+		return "SYN"
+	case ReasonSYNACK:
+		return "SYN-ACK"
+	case ReasonFirstObserved:
+		return "first observed packet"
+	case ReasonFIN:
+		return "FIN"
+	case ReasonRST:
+		return "RST"
+	case ReasonTimeout:
+		return "flow timeout"
+	}
+	return "unknown"
+}
+
+// FlowEvent reports a flow opening or closing.
+type FlowEvent struct {
+	// Time is Unix time in nanoseconds.
+	Time int64
+	// Flow is the direction of the packet that opened the flow.
+	Flow   Flow
+	Type   FlowEventType
+	Reason FlowReason
+	// TriggeredBySrc is true when Flow.Src sent the packet that caused the
+	// event ("from src"), false for "from dest".
+	TriggeredBySrc bool
+}
+
+// Stats is the self-telemetry record printed at interval and at exit.
+// Counters are totals since start.
+type Stats struct {
+	// Time is Unix time in nanoseconds.
+	Time int64
+	// Packets is the number of packets the programs looked at.
+	Packets uint64
+	// RTTEvents and FlowEvents count events delivered to user space.
+	RTTEvents, FlowEvents uint64
+	// FlowMapFull and TimestampMapFull count inserts refused because the
+	// map was full; RingbufFull counts events dropped in the kernel because
+	// the ring buffer had no room.
+	FlowMapFull, TimestampMapFull, RingbufFull uint64
+	// FlowsTimedOut and TimestampsExpired count entries the periodic
+	// cleanup removed.
+	FlowsTimedOut, TimestampsExpired uint64
+	// Flows and Timestamps are the current map occupancies.
+	Flows, Timestamps uint64
+}
