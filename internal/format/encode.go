@@ -1,0 +1,279 @@
+package format
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/rttscope/rttscope/internal/events"
+)
+
+// The append* functions below render one record into b and return the
+// extended slice. None of them allocates when b has room.
+
+// appendFlowName appends "SRC:SPORT+DST:DPORT" (IPv6 without brackets).
+func appendFlowName(b []byte, f *events.Flow) []byte {
+	b = f.Src.IP.AppendTo(b)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, uint64(f.Src.Port), 10)
+	b = append(b, '+')
+	b = f.Dst.IP.AppendTo(b)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, uint64(f.Dst.Port), 10)
+	return b
+}
+
+// appendTimeOfDay appends "HH:MM:SS.nnnnnnnnn" for Unix time ns in loc, as
+// ePPing's print_ns_datetime (localtime_r + strftime "%H:%M:%S" + ".%09llu").
+func appendTimeOfDay(b []byte, ns int64, loc *time.Location) []byte {
+	t := time.Unix(0, ns).In(loc)
+	h, m, s := t.Clock()
+	b = append2(b, h)
+	b = append(b, ':')
+	b = append2(b, m)
+	b = append(b, ':')
+	b = append2(b, s)
+	b = append(b, '.')
+	return appendFrac9(b, uint64(t.Nanosecond()))
+}
+
+// append2 appends v (0..99) as two digits.
+func append2(b []byte, v int) []byte {
+	return append(b, byte('0'+v/10), byte('0'+v%10))
+}
+
+// appendFrac9 appends v (0..999999999) as exactly nine digits.
+func appendFrac9(b []byte, v uint64) []byte {
+	var d [9]byte
+	for i := 8; i >= 0; i-- {
+		d[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(b, d[:]...)
+}
+
+// appendSeconds appends ns as decimal seconds with exactly nine digits after
+// the point, using integer arithmetic only (ppviz; SPEC §2 forbids %g).
+func appendSeconds(b []byte, ns int64) []byte {
+	u := uint64(ns)
+	if ns < 0 {
+		b = append(b, '-')
+		u = -u // two's complement: correct for math.MinInt64 too
+	}
+	b = strconv.AppendUint(b, u/1e9, 10)
+	b = append(b, '.')
+	return appendFrac9(b, u%1e9)
+}
+
+// appendMillis appends d in milliseconds as C's printf("%.6g") does:
+// ePPing prints (double)rtt / NS_PER_MS with "%.6g". strconv's 'g' with
+// precision 6 uses the same rules (exponent form when the rounded decimal
+// exponent is < -4 or >= 6, trailing zeros removed, at least two exponent
+// digits).
+func appendMillis(b []byte, d time.Duration) []byte {
+	return strconv.AppendFloat(b, float64(d)/1e6, 'g', 6, 64)
+}
+
+func appendRTTStandard(b []byte, e *events.RTT, loc *time.Location) []byte {
+	b = appendTimeOfDay(b, e.Time, loc)
+	b = append(b, ' ')
+	b = appendMillis(b, e.RTT)
+	b = append(b, " ms "...)
+	b = appendMillis(b, e.MinRTT)
+	b = append(b, " ms "...)
+	b = append(b, e.Flow.Proto.String()...)
+	b = append(b, ' ')
+	b = appendFlowName(b, &e.Flow)
+	return append(b, '\n')
+}
+
+func appendFlowStandard(b []byte, e *events.FlowEvent, loc *time.Location) []byte {
+	b = appendTimeOfDay(b, e.Time, loc)
+	b = append(b, ' ')
+	b = append(b, e.Flow.Proto.String()...)
+	b = append(b, ' ')
+	b = appendFlowName(b, &e.Flow)
+	b = append(b, ' ')
+	b = append(b, e.Type.String()...)
+	b = append(b, " due to "...)
+	b = append(b, e.Reason.String()...)
+	b = append(b, " from "...)
+	b = append(b, triggeredBy(e)...)
+	return append(b, '\n')
+}
+
+func triggeredBy(e *events.FlowEvent) string {
+	if e.TriggeredBySrc {
+		return "src"
+	}
+	return "dest"
+}
+
+func appendRTTPPViz(b []byte, e *events.RTT) []byte {
+	b = appendSeconds(b, e.Time)
+	b = append(b, ' ')
+	b = appendSeconds(b, int64(e.RTT))
+	b = append(b, ' ')
+	b = appendSeconds(b, int64(e.MinRTT))
+	b = append(b, ' ')
+	b = appendFlowName(b, &e.Flow)
+	return append(b, '\n')
+}
+
+// statsField names the counters of events.Stats in output order.
+type statsField struct {
+	name string
+	get  func(s *events.Stats) uint64
+}
+
+var statsFields = [...]statsField{
+	{"packets", func(s *events.Stats) uint64 { return s.Packets }},
+	{"rtt_events", func(s *events.Stats) uint64 { return s.RTTEvents }},
+	{"flow_events", func(s *events.Stats) uint64 { return s.FlowEvents }},
+	{"flow_map_full", func(s *events.Stats) uint64 { return s.FlowMapFull }},
+	{"timestamp_map_full", func(s *events.Stats) uint64 { return s.TimestampMapFull }},
+	{"ringbuf_full", func(s *events.Stats) uint64 { return s.RingbufFull }},
+	{"flows_timed_out", func(s *events.Stats) uint64 { return s.FlowsTimedOut }},
+	{"timestamps_expired", func(s *events.Stats) uint64 { return s.TimestampsExpired }},
+	{"flows", func(s *events.Stats) uint64 { return s.Flows }},
+	{"timestamps", func(s *events.Stats) uint64 { return s.Timestamps }},
+}
+
+// appendStatsLine appends the human-readable stats line of the standard and
+// ppviz formats: "HH:MM:SS.nnnnnnnnn stats: packets=N rtt_events=N ...".
+func appendStatsLine(b []byte, s *events.Stats, loc *time.Location) []byte {
+	b = appendTimeOfDay(b, s.Time, loc)
+	b = append(b, " stats:"...)
+	for i := range statsFields {
+		f := &statsFields[i]
+		b = append(b, ' ')
+		b = append(b, f.name...)
+		b = append(b, '=')
+		b = strconv.AppendUint(b, f.get(s), 10)
+	}
+	return append(b, '\n')
+}
+
+// JSON. Keys are fixed ASCII; the only strings with outside content are IP
+// addresses, whose IPv6 zone is escaped.
+
+func appendKey(b []byte, key string) []byte {
+	b = append(b, '"')
+	b = append(b, key...)
+	return append(b, '"', ':')
+}
+
+func appendStr(b []byte, key, val string) []byte {
+	b = appendKey(b, key)
+	b = append(b, '"')
+	b = append(b, val...)
+	return append(b, '"')
+}
+
+func appendInt(b []byte, key string, v int64) []byte {
+	return strconv.AppendInt(appendKey(b, key), v, 10)
+}
+
+func appendUint(b []byte, key string, v uint64) []byte {
+	return strconv.AppendUint(appendKey(b, key), v, 10)
+}
+
+func appendBool(b []byte, key string, v bool) []byte {
+	return strconv.AppendBool(appendKey(b, key), v)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendIP appends "key":"addr". Only a zone (interface name) can contain
+// characters that need escaping; they are escaped in place.
+func appendIP(b []byte, key string, e *events.Endpoint) []byte {
+	b = appendKey(b, key)
+	b = append(b, '"')
+	start := len(b)
+	b = e.IP.AppendTo(b)
+	if e.IP.Zone() != "" {
+		for i := start; i < len(b); i++ {
+			if c := b[i]; c < 0x20 || c == '"' || c == '\\' {
+				// Rare: re-encode the zone from here on.
+				rest := string(b[i:])
+				b = b[:i]
+				for j := 0; j < len(rest); j++ {
+					c := rest[j]
+					switch {
+					case c == '"' || c == '\\':
+						b = append(b, '\\', c)
+					case c < 0x20:
+						b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+					default:
+						b = append(b, c)
+					}
+				}
+				break
+			}
+		}
+	}
+	return append(b, '"')
+}
+
+// appendCommonJSON appends the fields every json event starts with:
+// timestamp, src_ip, src_port, dest_ip, dest_port, protocol.
+func appendCommonJSON(b []byte, ts int64, f *events.Flow) []byte {
+	b = append(b, '{')
+	b = appendInt(b, "timestamp", ts)
+	b = append(b, ',')
+	b = appendIP(b, "src_ip", &f.Src)
+	b = append(b, ',')
+	b = appendUint(b, "src_port", uint64(f.Src.Port))
+	b = append(b, ',')
+	b = appendIP(b, "dest_ip", &f.Dst)
+	b = append(b, ',')
+	b = appendUint(b, "dest_port", uint64(f.Dst.Port))
+	b = append(b, ',')
+	return appendStr(b, "protocol", f.Proto.String())
+}
+
+// appendRTTJSON appends an RTT object: ePPing's fields in ePPing's order,
+// then rttscope's own (smoothed_rtt).
+func appendRTTJSON(b []byte, e *events.RTT) []byte {
+	b = appendCommonJSON(b, e.Time, &e.Flow)
+	b = append(b, ',')
+	b = appendInt(b, "rtt", int64(e.RTT))
+	b = append(b, ',')
+	b = appendInt(b, "min_rtt", int64(e.MinRTT))
+	b = append(b, ',')
+	b = appendUint(b, "sent_packets", e.SentPackets)
+	b = append(b, ',')
+	b = appendUint(b, "sent_bytes", e.SentBytes)
+	b = append(b, ',')
+	b = appendUint(b, "rec_packets", e.RecPackets)
+	b = append(b, ',')
+	b = appendUint(b, "rec_bytes", e.RecBytes)
+	b = append(b, ',')
+	b = appendBool(b, "match_on_egress", e.MatchOnEgress)
+	b = append(b, ',')
+	b = appendInt(b, "smoothed_rtt", int64(e.SmoothedRTT))
+	return append(b, '}')
+}
+
+func appendFlowJSON(b []byte, e *events.FlowEvent) []byte {
+	b = appendCommonJSON(b, e.Time, &e.Flow)
+	b = append(b, ',')
+	b = appendStr(b, "flow_event", e.Type.String())
+	b = append(b, ',')
+	b = appendStr(b, "reason", e.Reason.String())
+	b = append(b, ',')
+	b = appendStr(b, "triggered_by", triggeredBy(e))
+	return append(b, '}')
+}
+
+func appendStatsJSON(b []byte, s *events.Stats) []byte {
+	b = append(b, '{')
+	b = appendInt(b, "timestamp", s.Time)
+	b = append(b, ',')
+	b = appendStr(b, "type", "stats")
+	for i := range statsFields {
+		f := &statsFields[i]
+		b = append(b, ',')
+		b = appendUint(b, f.name, f.get(s))
+	}
+	return append(b, '}')
+}

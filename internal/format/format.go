@@ -1,0 +1,281 @@
+// Package format renders rttscope events in the output formats of ePPing
+// (SPEC §2): "standard" (human-readable lines), "ppviz" (Kathie Nichols'
+// pping viewer), "json" (one root array) and "jsonl" (one object per line).
+//
+// Every format is written with append-style encoders into a reused buffer
+// and then into a bufio.Writer, so writing an event does not allocate.
+// Records are never split across two writes to the underlying io.Writer
+// (a record that does not fit in the buffer's free space first flushes the
+// buffer), so an underlying writer that is switched between writes (log
+// rotation, see Restarter) only ever sees whole records.
+//
+// Writers returned by New are safe for concurrent use.
+package format
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rttscope/rttscope/internal/events"
+)
+
+// Writer renders events in one output format.
+type Writer interface {
+	WriteRTT(e *events.RTT) error
+	WriteFlow(e *events.FlowEvent) error
+	WriteStats(s *events.Stats) error
+	// Flush writes buffered output to the underlying writer.
+	Flush() error
+	// Close finishes the document (the closing "]" for json) and flushes.
+	// It does not close the underlying writer. Writes after Close fail with
+	// ErrClosed; a second Close returns nil.
+	Close() error
+}
+
+// Restarter is implemented by every Writer returned by New. It lets the
+// owner of the underlying io.Writer switch it to a new destination (log
+// rotation, see output.File.Reopen) without losing or splitting records and
+// so that each destination holds a complete document.
+//
+// Restart, holding the writer's lock, flushes everything buffered and
+// finishes the current document (json: writes the closing "]") on the
+// current destination, calls reopen, which switches the destination the
+// io.Writer given to New writes to, and then starts a new document (json:
+// writes the opening "["). It also clears a sticky write error, so output
+// resumes after a failed disk is rotated away. A new document is started
+// even when reopen returns an error (whose value Restart returns), since
+// reopen may have switched the destination before failing; a destination
+// left unchanged then holds two concatenated json documents.
+type Restarter interface {
+	Restart(reopen func() error) error
+}
+
+// Options configures a Writer.
+type Options struct {
+	// Location is the time zone for the standard format's time of day;
+	// nil means time.Local.
+	Location *time.Location
+	// StatsTo receives the stats lines of the standard and ppviz formats
+	// (one Write per line, unbuffered), so that their main stream stays
+	// parseable; nil means os.Stderr. json and jsonl put stats records in
+	// the main stream and ignore StatsTo.
+	StatsTo io.Writer
+}
+
+// ErrClosed is returned by writes to a closed Writer.
+var ErrClosed = errors.New("format: writer is closed")
+
+type kind uint8
+
+const (
+	kindStandard kind = iota
+	kindPPViz
+	kindJSON
+	kindJSONL
+)
+
+var names = [...]string{
+	kindStandard: "standard",
+	kindPPViz:    "ppviz",
+	kindJSON:     "json",
+	kindJSONL:    "jsonl",
+}
+
+// Names returns the valid format names, default ("standard") first.
+func Names() []string {
+	return append([]string(nil), names[:]...)
+}
+
+// New returns a Writer for the named format writing to w.
+func New(name string, w io.Writer, opts Options) (Writer, error) {
+	k := -1
+	for i, n := range names {
+		if n == name {
+			k = i
+		}
+	}
+	if k < 0 {
+		return nil, fmt.Errorf("unknown output format %q (valid: %s)", name, strings.Join(names[:], ", "))
+	}
+	if w == nil {
+		return nil, errors.New("format: nil io.Writer")
+	}
+	fw := &writer{
+		kind:    kind(k),
+		loc:     opts.Location,
+		statsTo: opts.StatsTo,
+		dst:     w,
+		bw:      bufio.NewWriterSize(w, bufSize),
+		buf:     make([]byte, 0, 512),
+	}
+	if fw.loc == nil {
+		fw.loc = time.Local
+	}
+	if fw.statsTo == nil {
+		fw.statsTo = os.Stderr
+	}
+	fw.startDocument()
+	return fw, nil
+}
+
+const bufSize = 64 << 10
+
+type writer struct {
+	mu      sync.Mutex
+	kind    kind
+	loc     *time.Location
+	statsTo io.Writer
+	dst     io.Writer // what bw writes to
+	bw      *bufio.Writer
+	buf     []byte // scratch for one record
+	// elems counts the elements of the current json document.
+	elems  int
+	closed bool
+}
+
+// startDocument buffers a json document's opening.
+func (w *writer) startDocument() {
+	if w.kind == kindJSON {
+		w.bw.WriteString("[")
+		w.elems = 0
+	}
+}
+
+// endDocument buffers a json document's closing.
+func (w *writer) endDocument() {
+	if w.kind == kindJSON {
+		w.bw.WriteString("\n]\n")
+	}
+}
+
+// emit writes the record in w.buf to the buffered stream without splitting
+// it across flushes. For json it prepends the element separator.
+func (w *writer) emit() error {
+	if w.kind == kindJSON {
+		sep := ",\n"
+		if w.elems == 0 {
+			sep = "\n"
+		}
+		if w.bw.Available() < len(sep)+len(w.buf) && w.bw.Buffered() > 0 {
+			if err := w.bw.Flush(); err != nil {
+				return err
+			}
+		}
+		w.bw.WriteString(sep)
+		_, err := w.bw.Write(w.buf)
+		if err == nil {
+			w.elems++
+		}
+		return err
+	}
+	if w.bw.Available() < len(w.buf) && w.bw.Buffered() > 0 {
+		if err := w.bw.Flush(); err != nil {
+			return err
+		}
+	}
+	_, err := w.bw.Write(w.buf)
+	return err
+}
+
+func (w *writer) WriteRTT(e *events.RTT) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
+	switch w.kind {
+	case kindStandard:
+		w.buf = appendRTTStandard(w.buf[:0], e, w.loc)
+	case kindPPViz:
+		w.buf = appendRTTPPViz(w.buf[:0], e)
+	case kindJSON:
+		w.buf = appendRTTJSON(w.buf[:0], e)
+	case kindJSONL:
+		w.buf = append(appendRTTJSON(w.buf[:0], e), '\n')
+	}
+	return w.emit()
+}
+
+func (w *writer) WriteFlow(e *events.FlowEvent) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
+	switch w.kind {
+	case kindStandard:
+		w.buf = appendFlowStandard(w.buf[:0], e, w.loc)
+	case kindPPViz:
+		return nil // ppviz has no flow events
+	case kindJSON:
+		w.buf = appendFlowJSON(w.buf[:0], e)
+	case kindJSONL:
+		w.buf = append(appendFlowJSON(w.buf[:0], e), '\n')
+	}
+	return w.emit()
+}
+
+func (w *writer) WriteStats(s *events.Stats) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
+	switch w.kind {
+	case kindStandard, kindPPViz:
+		w.buf = appendStatsLine(w.buf[:0], s, w.loc)
+		_, err := w.statsTo.Write(w.buf)
+		return err
+	case kindJSON:
+		w.buf = appendStatsJSON(w.buf[:0], s)
+	case kindJSONL:
+		w.buf = append(appendStatsJSON(w.buf[:0], s), '\n')
+	}
+	return w.emit()
+}
+
+func (w *writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.bw.Flush()
+}
+
+func (w *writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	w.endDocument()
+	return w.bw.Flush()
+}
+
+// Restart implements Restarter.
+func (w *writer) Restart(reopen func() error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	if !w.closed {
+		w.endDocument()
+	}
+	if err := w.bw.Flush(); err != nil {
+		errs = append(errs, fmt.Errorf("flushing before reopen: %w", err))
+	}
+	if err := reopen(); err != nil {
+		errs = append(errs, err)
+	}
+	// Drop whatever a failed flush left behind and clear the sticky error:
+	// bufio.Writer.Reset keeps the buffer, so this does not allocate.
+	w.bw.Reset(w.dst)
+	if !w.closed {
+		w.startDocument()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,607 @@
+package format
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/rttscope/rttscope/internal/events"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+// t0 is 2023-11-14 22:13:20.123456789 UTC.
+const t0 = int64(1700000000_123456789)
+
+func ep(addr string, port uint16) events.Endpoint {
+	return events.Endpoint{IP: netip.MustParseAddr(addr), Port: port}
+}
+
+// fixture is the fixed event sequence behind the golden files.
+func fixture() []any {
+	tcp4 := events.Flow{Src: ep("10.0.0.1", 40000), Dst: ep("10.0.0.2", 443), Proto: events.ProtoTCP}
+	icmp6 := events.Flow{Src: ep("2001:db8::2", 4660), Dst: ep("2001:db8::1", 4660), Proto: events.ProtoICMPv6}
+	icmp4 := events.Flow{Src: ep("192.0.2.1", 7), Dst: ep("192.168.1.10", 7), Proto: events.ProtoICMP}
+	return []any{
+		// Flow opening on the SYN from the client.
+		&events.FlowEvent{Time: t0, Flow: tcp4, Type: events.FlowOpening, Reason: events.ReasonSYN, TriggeredBySrc: true},
+		// IPv4 TCP RTT, matched on ingress: 40 ms prints as "40".
+		&events.RTT{Time: t0 + 40_000_000, Flow: tcp4.Reverse(), RTT: 40 * time.Millisecond, MinRTT: 40 * time.Millisecond,
+			SmoothedRTT: 40 * time.Millisecond, SentPackets: 1, SentBytes: 74, RecPackets: 1, RecBytes: 74},
+		// IPv6 ICMPv6 echo RTT, matched on egress.
+		&events.RTT{Time: t0 + 1_000_000_001, Flow: icmp6, RTT: 12_345_678, MinRTT: 10 * time.Millisecond,
+			SmoothedRTT: 11_234_567, SentPackets: 3, SentBytes: 312, RecPackets: 3, RecBytes: 312, MatchOnEgress: true},
+		// A large RTT (1234.567890123 s): exponent form in standard.
+		&events.RTT{Time: t0 + 2_000_000_000, Flow: tcp4.Reverse(), RTT: 1_234_567_890_123, MinRTT: 40 * time.Millisecond,
+			SmoothedRTT: 154_356_000_000, SentPackets: 9, SentBytes: 1_000_000, RecPackets: 7, RecBytes: 9_000},
+		// Sub-microsecond RTT and a 1 ns minimum.
+		&events.RTT{Time: t0 + 2_000_000_500, Flow: icmp4, RTT: 500, MinRTT: 1, SmoothedRTT: 999,
+			SentPackets: 2, SentBytes: 168, RecPackets: 2, RecBytes: 168, MatchOnEgress: true},
+		// Stats record.
+		&events.Stats{Time: t0 + 3_000_000_000, Packets: 123456, RTTEvents: 4, FlowEvents: 3, FlowMapFull: 1,
+			TimestampMapFull: 2, RingbufFull: 0, FlowsTimedOut: 1, TimestampsExpired: 17, Flows: 2, Timestamps: 5},
+		// Closing on the FIN from the server (dest of the opening direction).
+		&events.FlowEvent{Time: t0 + 4_000_000_000, Flow: tcp4, Type: events.FlowClosing, Reason: events.ReasonFIN},
+		// ICMPv6 flow: first observed packet, then timeout.
+		&events.FlowEvent{Time: t0 + 5_000_000_000, Flow: icmp6.Reverse(), Type: events.FlowOpening,
+			Reason: events.ReasonFirstObserved, TriggeredBySrc: true},
+		&events.FlowEvent{Time: t0 + 65_000_000_000, Flow: icmp6.Reverse(), Type: events.FlowClosing,
+			Reason: events.ReasonTimeout, TriggeredBySrc: true},
+	}
+}
+
+func writeAll(t testing.TB, w Writer, evs []any) {
+	t.Helper()
+	for _, ev := range evs {
+		var err error
+		switch e := ev.(type) {
+		case *events.RTT:
+			err = w.WriteRTT(e)
+		case *events.FlowEvent:
+			err = w.WriteFlow(e)
+		case *events.Stats:
+			err = w.WriteStats(e)
+		default:
+			t.Fatalf("unexpected fixture type %T", ev)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// render writes evs in the named format, returning the main stream and
+// what went to Options.StatsTo.
+func render(t testing.TB, name string, evs []any) (out, stats []byte) {
+	t.Helper()
+	var o, s bytes.Buffer
+	w, err := New(name, &o, Options{Location: time.UTC, StatsTo: &s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, evs)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return o.Bytes(), s.Bytes()
+}
+
+func checkGolden(t *testing.T, file string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", file)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s mismatch (run go test -update if intended)\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			out, stats := render(t, name, fixture())
+			checkGolden(t, name+".golden", out)
+			switch name {
+			case "standard", "ppviz":
+				checkGolden(t, name+".stats.golden", stats)
+			default:
+				if len(stats) != 0 {
+					t.Errorf("%s wrote to StatsTo: %q", name, stats)
+				}
+			}
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	want := []string{"standard", "ppviz", "json", "jsonl"}
+	if got := Names(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Names() = %v, want %v", got, want)
+	}
+	Names()[0] = "mutated"
+	if Names()[0] != "standard" {
+		t.Error("Names returns a shared slice")
+	}
+	_, err := New("csv", io.Discard, Options{})
+	if err == nil {
+		t.Fatal("New(csv) succeeded")
+	}
+	for _, n := range want {
+		if !strings.Contains(err.Error(), n) {
+			t.Errorf("error %q does not list %q", err, n)
+		}
+	}
+	if _, err := New("json", nil, Options{}); err == nil {
+		t.Error("New with nil writer succeeded")
+	}
+}
+
+// TestMillisLikeC checks the standard format's numbers against the output
+// of C's printf("%.6g", (double)ns / 1000000UL) (glibc, x86_64).
+func TestMillisLikeC(t *testing.T) {
+	for _, c := range []struct {
+		ns   int64
+		want string
+	}{
+		{0, "0"}, {1, "1e-06"}, {5, "5e-06"}, {49, "4.9e-05"}, {50, "5e-05"},
+		{500, "0.0005"}, {999, "0.000999"}, {1000, "0.001"}, {1234, "0.001234"},
+		{12345, "0.012345"}, {99999, "0.099999"}, {100000, "0.1"}, {123456, "0.123456"},
+		{999999, "0.999999"}, {1000000, "1"}, {1000001, "1"}, {1234565, "1.23456"},
+		{1234567, "1.23457"}, {1500000, "1.5"}, {9999994, "9.99999"}, {9999995, "10"},
+		{10000000, "10"}, {12345678, "12.3457"}, {40000000, "40"}, {123456789, "123.457"},
+		{999994999, "999.995"}, {999995000, "999.995"}, {999999499, "999.999"},
+		{999999500, "1000"}, {1234567890, "1234.57"}, {2500000000, "2500"},
+		{99999949999, "99999.9"}, {99999950000, "99999.9"}, {100000000000, "100000"},
+		{999999499999, "999999"}, {999999500000, "1e+06"}, {999999999999, "1e+06"},
+		{1234567000000, "1.23457e+06"}, {9223372036854775807, "9.22337e+12"},
+		{-1500000, "-1.5"},
+	} {
+		if got := string(appendMillis(nil, time.Duration(c.ns))); got != c.want {
+			t.Errorf("%d ns: got %q, want %q", c.ns, got, c.want)
+		}
+	}
+}
+
+func TestStandardTimeOfDay(t *testing.T) {
+	e := &events.RTT{Time: 1700000000_000000001, RTT: 40 * time.Millisecond, MinRTT: 40 * time.Millisecond,
+		Flow: events.Flow{Src: ep("2001:db8::1", 443), Dst: ep("::1", 1), Proto: events.ProtoTCP}}
+	for _, c := range []struct {
+		loc  *time.Location
+		want string
+	}{
+		{time.UTC, "22:13:20.000000001 40 ms 40 ms TCP 2001:db8::1:443+::1:1\n"},
+		{time.FixedZone("X", 5*3600+30*60), "03:43:20.000000001 40 ms 40 ms TCP 2001:db8::1:443+::1:1\n"},
+	} {
+		if got := string(appendRTTStandard(nil, e, c.loc)); got != c.want {
+			t.Errorf("got %q, want %q", got, c.want)
+		}
+	}
+	// Before the epoch: the time of day is still that of the floor second.
+	if got := string(appendTimeOfDay(nil, -1, time.UTC)); got != "23:59:59.999999999" {
+		t.Errorf("Unix -1 ns: got %q", got)
+	}
+}
+
+func TestPPVizNineDigits(t *testing.T) {
+	for _, c := range []struct {
+		ns   int64
+		want string
+	}{
+		{1700000000_000000001, "1700000000.000000001"},
+		{1700000000_123456789, "1700000000.123456789"},
+		{1, "0.000000001"},
+		{12_345_678_900, "12.345678900"},
+		{0, "0.000000000"},
+		{999_999_999, "0.999999999"},
+		{1_000_000_000, "1.000000000"},
+		{-1, "-0.000000001"},
+		{-1_500_000_000, "-1.500000000"},
+		{-9223372036854775808, "-9223372036.854775808"},
+	} {
+		if got := string(appendSeconds(nil, c.ns)); got != c.want {
+			t.Errorf("%d ns: got %q, want %q", c.ns, got, c.want)
+		}
+	}
+	e := &events.RTT{Time: 1700000000_000000001, RTT: 1, MinRTT: 12_345_678_900,
+		Flow: events.Flow{Src: ep("10.1.1.1", 80), Dst: ep("10.2.2.2", 5555), Proto: events.ProtoTCP}}
+	out, _ := render(t, "ppviz", []any{e,
+		&events.FlowEvent{Time: 1, Flow: e.Flow, Type: events.FlowOpening, Reason: events.ReasonSYN}})
+	want := "1700000000.000000001 0.000000001 12.345678900 10.1.1.1:80+10.2.2.2:5555\n"
+	if string(out) != want {
+		t.Errorf("ppviz: got %q, want %q", out, want)
+	}
+}
+
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "event.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	if err := c.AddResource("event.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("event.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var (
+	commonKeys = []string{"timestamp", "src_ip", "src_port", "dest_ip", "dest_port", "protocol"}
+	rttKeys    = append(append([]string(nil), commonKeys...),
+		"rtt", "min_rtt", "sent_packets", "sent_bytes", "rec_packets", "rec_bytes", "match_on_egress", "smoothed_rtt")
+	flowKeys  = append(append([]string(nil), commonKeys...), "flow_event", "reason", "triggered_by")
+	statsKeys = []string{"timestamp", "type", "packets", "rtt_events", "flow_events", "flow_map_full",
+		"timestamp_map_full", "ringbuf_full", "flows_timed_out", "timestamps_expired", "flows", "timestamps"}
+)
+
+// objectKeys returns the keys of the flat JSON object obj in order.
+func objectKeys(t *testing.T, obj []byte) []string {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(obj))
+	d.UseNumber()
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("object does not start with '{': %v %v", tok, err)
+	}
+	var keys []string
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, tok.(string))
+		if tok, err = d.Token(); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tok.(json.Delim); ok {
+			t.Fatalf("key %q has a non-scalar value", keys[len(keys)-1])
+		}
+	}
+	if tok, err := d.Token(); err != nil || tok != json.Delim('}') {
+		t.Fatalf("object does not end with '}': %v %v", tok, err)
+	}
+	return keys
+}
+
+// checkObject validates one json/jsonl object: schema, key order, and that
+// it is the kind of record ev is.
+func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(obj))
+	if err != nil {
+		t.Fatalf("%s: %v", obj, err)
+	}
+	if err := sch.Validate(inst); err != nil {
+		t.Errorf("%s: schema: %v", obj, err)
+	}
+	var want []string
+	switch ev.(type) {
+	case *events.RTT:
+		want = rttKeys
+	case *events.FlowEvent:
+		want = flowKeys
+	case *events.Stats:
+		want = statsKeys
+	}
+	if got := objectKeys(t, obj); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%s: key order\n got %v\nwant %v", obj, got, want)
+	}
+}
+
+func TestJSONSchemaAndOrder(t *testing.T) {
+	sch := compileSchema(t)
+	evs := fixture()
+
+	out, _ := render(t, "json", evs)
+	var arr []json.RawMessage
+	if err := json.Unmarshal(out, &arr); err != nil {
+		t.Fatalf("json output is not an array: %v\n%s", err, out)
+	}
+	if len(arr) != len(evs) {
+		t.Fatalf("json array has %d elements, want %d", len(arr), len(evs))
+	}
+	for i, obj := range arr {
+		checkObject(t, sch, obj, evs[i])
+	}
+
+	out, _ = render(t, "jsonl", evs)
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(evs) {
+		t.Fatalf("jsonl has %d lines, want %d", len(lines), len(evs))
+	}
+	for i, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Fatalf("line %d is not JSON: %s", i, l)
+		}
+		checkObject(t, sch, []byte(l), evs[i])
+	}
+
+	// The schema is not vacuous.
+	for _, bad := range []string{
+		`{"timestamp":1,"src_ip":"1.2.3.4","src_port":1,"dest_ip":"1.2.3.4","dest_port":1,"protocol":"SCTP","flow_event":"opening","reason":"SYN","triggered_by":"src"}`,
+		`{"timestamp":1,"src_ip":"1.2.3.4","src_port":1,"dest_ip":"1.2.3.4","dest_port":1,"protocol":"TCP","flow_event":"opening","reason":"SYN","triggered_by":"both"}`,
+		`{"timestamp":1,"src_ip":"nope","src_port":1,"dest_ip":"1.2.3.4","dest_port":1,"protocol":"TCP","flow_event":"opening","reason":"SYN","triggered_by":"src"}`,
+		`{"timestamp":1,"src_ip":"1.2.3.4","src_port":1,"dest_ip":"1.2.3.4","dest_port":1,"protocol":"TCP","rtt":1}`,
+		`{"timestamp":1,"type":"stats","packets":1}`,
+	} {
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sch.Validate(inst) == nil {
+			t.Errorf("schema accepted %s", bad)
+		}
+	}
+}
+
+func TestJSONEmpty(t *testing.T) {
+	out, _ := render(t, "json", nil)
+	var arr []any
+	if err := json.Unmarshal(out, &arr); err != nil || len(arr) != 0 {
+		t.Fatalf("empty json output %q: %v %v", out, arr, err)
+	}
+	out, _ = render(t, "jsonl", nil)
+	if len(out) != 0 {
+		t.Errorf("empty jsonl output %q", out)
+	}
+}
+
+func TestIPv6ZoneEscaped(t *testing.T) {
+	e := &events.RTT{Flow: events.Flow{
+		Src: events.Endpoint{IP: netip.MustParseAddr("fe80::1").WithZone(`we"ird\`), Port: 1},
+		Dst: ep("fe80::2", 2), Proto: events.ProtoTCP}}
+	b := appendRTTJSON(nil, e)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if got := m["src_ip"]; got != `fe80::1%we"ird\` {
+		t.Errorf("src_ip = %q", got)
+	}
+}
+
+func TestClose(t *testing.T) {
+	for _, name := range Names() {
+		w, err := New(name, io.Discard, Options{StatsTo: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Errorf("%s: second Close: %v", name, err)
+		}
+		if err := w.WriteRTT(&events.RTT{}); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s: WriteRTT after Close: %v", name, err)
+		}
+		if err := w.WriteFlow(&events.FlowEvent{}); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s: WriteFlow after Close: %v", name, err)
+		}
+		if err := w.WriteStats(&events.Stats{}); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s: WriteStats after Close: %v", name, err)
+		}
+	}
+}
+
+// writeLog records each Write call separately.
+type writeLog struct {
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (l *writeLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writes = append(l.writes, append([]byte(nil), p...))
+	return len(p), nil
+}
+
+// TestWholeRecords checks that no record is split across two writes to
+// the underlying writer, even when the buffer fills up many times.
+func TestWholeRecords(t *testing.T) {
+	evs := fixture()
+	for _, name := range []string{"standard", "ppviz", "jsonl"} {
+		var l writeLog
+		w, err := New(name, &l, Options{StatsTo: io.Discard, Location: time.UTC})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2000 {
+			writeAll(t, w, evs)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.writes) < 10 {
+			t.Errorf("%s: only %d writes; the test needs the buffer to fill", name, len(l.writes))
+		}
+		for i, p := range l.writes {
+			if len(p) == 0 || p[len(p)-1] != '\n' {
+				t.Fatalf("%s: write %d does not end a record: ...%q", name, i, p[max(0, len(p)-40):])
+			}
+		}
+	}
+}
+
+// TestRestart switches the destination of a json writer between two
+// buffers: each must hold one complete document.
+func TestRestart(t *testing.T) {
+	sch := compileSchema(t)
+	evs := fixture()
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			var a, b bytes.Buffer
+			sw := &switchWriter{w: &a}
+			w, err := New(name, sw, Options{StatsTo: io.Discard, Location: time.UTC})
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeAll(t, w, evs[:4])
+			r, ok := w.(Restarter)
+			if !ok {
+				t.Fatalf("%s writer does not implement Restarter", name)
+			}
+			if err := r.Restart(func() error { sw.w = &b; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			writeAll(t, w, evs[4:])
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			whole, _ := render(t, name, evs)
+			if got := a.String() + b.String(); name != "json" && got != string(whole) {
+				t.Errorf("restarted output differs from uninterrupted output:\n%s---\n%s", got, whole)
+			}
+			if name != "json" {
+				return
+			}
+			for i, doc := range []*bytes.Buffer{&a, &b} {
+				var arr []json.RawMessage
+				if err := json.Unmarshal(doc.Bytes(), &arr); err != nil {
+					t.Fatalf("document %d: %v\n%s", i, err, doc)
+				}
+				part := evs[:4]
+				if i == 1 {
+					part = evs[4:]
+				}
+				if len(arr) != len(part) {
+					t.Fatalf("document %d has %d elements, want %d", i, len(arr), len(part))
+				}
+				for j, obj := range arr {
+					checkObject(t, sch, obj, part[j])
+				}
+			}
+		})
+	}
+}
+
+func TestRestartClearsError(t *testing.T) {
+	var good bytes.Buffer
+	sw := &switchWriter{w: failWriter{}}
+	w, _ := New("jsonl", sw, Options{})
+	e := fixture()[1].(*events.RTT)
+	_ = w.WriteRTT(e)
+	if err := w.Flush(); err == nil {
+		t.Fatal("Flush to a failing writer succeeded")
+	}
+	err := w.(Restarter).Restart(func() error { sw.w = &good; return nil })
+	if err == nil {
+		t.Error("Restart did not report the failed flush")
+	}
+	if err := w.WriteRTT(e); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(good.String(), "\n") != 1 {
+		t.Errorf("after Restart: %q", good.String())
+	}
+}
+
+type switchWriter struct{ w io.Writer }
+
+func (s *switchWriter) Write(p []byte) (int, error) { return s.w.Write(p) }
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestConcurrentWrites(t *testing.T) {
+	var out bytes.Buffer
+	w, _ := New("jsonl", &out, Options{})
+	evs := fixture()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				writeAll(t, w, evs)
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 4*200*len(evs) {
+		t.Fatalf("%d lines", len(lines))
+	}
+	for _, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Fatalf("invalid line %q", l)
+		}
+	}
+}
+
+// TestNoAllocs asserts that writing an event does not allocate.
+func TestNoAllocs(t *testing.T) {
+	evs := fixture()
+	rtt := evs[2].(*events.RTT) // IPv6
+	rtt4 := evs[1].(*events.RTT)
+	fe := evs[0].(*events.FlowEvent)
+	st := evs[5].(*events.Stats)
+	for _, name := range Names() {
+		for _, loc := range []*time.Location{time.UTC, nil} {
+			w, err := New(name, io.Discard, Options{Location: loc, StatsTo: io.Discard})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, f := range map[string]func(){
+				"WriteRTT(v6)": func() { _ = w.WriteRTT(rtt) },
+				"WriteRTT(v4)": func() { _ = w.WriteRTT(rtt4) },
+				"WriteFlow":    func() { _ = w.WriteFlow(fe) },
+				"WriteStats":   func() { _ = w.WriteStats(st) },
+				"Flush":        func() { _ = w.Flush() },
+			} {
+				if n := testing.AllocsPerRun(1000, f); n != 0 {
+					t.Errorf("%s %s (loc %v): %v allocs per call, want 0", name, what, loc, n)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkWriteRTT(b *testing.B) {
+	e := fixture()[2].(*events.RTT)
+	for _, name := range Names() {
+		b.Run(name, func(b *testing.B) {
+			w, _ := New(name, io.Discard, Options{Location: time.UTC})
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = w.WriteRTT(e)
+			}
+		})
+	}
+}
