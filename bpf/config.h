@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Load-time configuration. User space sets these constants before loading,
+ * so disabled features are pruned by the verifier and cost nothing. */
+#ifndef RTTSCOPE_CONFIG_H
+#define RTTSCOPE_CONFIG_H
+
+#include "common.h"
+
+/* Fixed per-flow-direction rate limit between timestamps (ns). */
+volatile const __u64 cfg_rate_limit_ns = 100 * NS_PER_MS;
+/* RTT-proportional rate limit: factor * RTT, in thousandths; 0 = off. */
+volatile const __u64 cfg_rtt_rate_milli = 0;
+/* Base the RTT-proportional limit on the smoothed RTT instead of the min. */
+volatile const bool cfg_rtt_rate_use_srtt = false;
+volatile const bool cfg_track_tcp = true;
+volatile const bool cfg_track_icmp = false;
+/* Timestamp SYNs and let them open flows (may fill state under SYN floods). */
+volatile const bool cfg_include_syn = false;
+/* Skip timestamping ingress packets addressed to this host (their replies
+ * measure local application delay). Off with --include-local and in replay. */
+volatile const bool cfg_local_filter = true;
+/* Replay mode: "now" is the packet's tstamp (capture time) and iterators use
+ * the time of the last packet instead of the kernel clock. */
+volatile const bool cfg_replay = false;
+/* Some attached interfaces have no Ethernet header (see l3_ifaces map). */
+volatile const bool cfg_have_l3_ifaces = false;
+/* Cleanup timeouts (ns). */
+volatile const __u64 cfg_tcp_flow_timeout_ns = 300 * NS_PER_SEC;
+volatile const __u64 cfg_other_flow_timeout_ns = 30 * NS_PER_SEC;
+volatile const __u64 cfg_ts_timeout_ns = 10 * NS_PER_SEC;
+
+#endif /* RTTSCOPE_CONFIG_H */

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Records sent to user space through the ring buffer. The Go reader decodes
+ * them (internal/events/decode.go): keep both sides in step. */
+#ifndef RTTSCOPE_EVENTS_H
+#define RTTSCOPE_EVENTS_H
+
+#include "tuple.h"
+
+enum event_type {
+	EVENT_TYPE_RTT = 1,
+	EVENT_TYPE_FLOW = 2,
+};
+
+enum flow_event_type {
+	FLOW_EVENT_NONE = 0,
+	FLOW_EVENT_OPENING = 1,
+	FLOW_EVENT_CLOSING = 2,
+};
+
+enum flow_event_reason {
+	EVENT_REASON_NONE = 0,
+	EVENT_REASON_SYN = 1,
+	EVENT_REASON_SYN_ACK = 2,
+	EVENT_REASON_FIRST_OBS_PCKT = 3,
+	EVENT_REASON_FIN = 4,
+	EVENT_REASON_RST = 5,
+	EVENT_REASON_FLOW_TIMEOUT = 6,
+};
+
+/* All times are ns: CLOCK_MONOTONIC when live, capture time (Unix ns) in
+ * replay mode; user space converts. */
+struct rtt_event {
+	__u32 event_type;
+	__u32 ifindex;
+	__u64 timestamp;
+	struct network_tuple flow;	/* direction of the reply */
+	__u32 match_on_egress;
+	__u64 rtt;
+	__u64 min_rtt;
+	__u64 srtt;
+	__u64 sent_pkts;
+	__u64 sent_bytes;
+	__u64 rec_pkts;
+	__u64 rec_bytes;
+};
+
+struct flow_event {
+	__u32 event_type;
+	__u32 ifindex;
+	__u64 timestamp;
+	struct network_tuple flow;	/* direction of the opening packet */
+	__u8 flow_event_type;
+	__u8 reason;
+	__u8 triggered_by_src;
+	__u8 reserved;
+};
+
+/* Kernel-side counters, one copy per CPU, summed by user space. */
+struct counters {
+	__u64 packets;
+	__u64 rtt_events;
+	__u64 flow_events;
+	__u64 ringbuf_full;
+	__u64 flows_created;
+	__u64 flows_deleted;
+	__u64 flow_map_full;
+	__u64 flows_timed_out;
+	__u64 ts_created;
+	__u64 ts_deleted;
+	__u64 ts_map_full;
+	__u64 ts_expired;
+};
+
+#endif /* RTTSCOPE_EVENTS_H */

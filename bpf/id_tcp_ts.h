@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* RTT source: TCP timestamps (RFC 7323). A packet's TSval is its identifier;
+ * an ACK's TSecr names the TSval it answers. */
+#ifndef RTTSCOPE_ID_TCP_TS_H
+#define RTTSCOPE_ID_TCP_TS_H
+
+#include "packet.h"
+#include "config.h"
+#include "walkers.h"
+
+/* Fills the identifiers and flow events of a TCP packet. Returns -1 when the
+ * packet has nothing to offer (no timestamp option, malformed header). */
+static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
+						void *l4, struct packet_info *p)
+{
+	struct tcphdr *tcph = l4;
+	struct tcp_ts_opt ts;
+	__u32 hdrlen, off;
+	bool has_payload;
+	int ret;
+
+	if ((void *)(tcph + 1) > pctx->data_end)
+		return -1;
+	hdrlen = tcph->doff * 4;
+	if (hdrlen < sizeof(*tcph))
+		return -1;
+
+	p->pid.flow.saddr.port = tcph->source;
+	p->pid.flow.daddr.port = tcph->dest;
+
+	if (tcph->rst) {
+		p->event_type = FLOW_EVENT_CLOSING;
+		p->event_reason = EVENT_REASON_RST;
+	} else if (tcph->fin) {
+		p->event_type = FLOW_EVENT_CLOSING;
+		p->event_reason = EVENT_REASON_FIN;
+	} else if (tcph->syn) {
+		p->event_type = FLOW_EVENT_OPENING;
+		p->event_reason = tcph->ack ? EVENT_REASON_SYN_ACK :
+					      EVENT_REASON_SYN;
+	}
+
+	off = l4 - pctx->data;
+	if (pctx->is_xdp)
+		ret = tcp_ts_xdp(pctx->ctx, off, &ts);
+	else
+		ret = tcp_ts_skb(pctx->ctx, off, &ts);
+	if (ret < 0)
+		return 0;	/* still counts for flow state, no identifiers */
+
+	/* A pure ACK elicits no reply of its own: timestamping it would give
+	 * samples inflated by the peer's next send. */
+	has_payload = p->l3_len > p->l4_offset + hdrlen;
+	p->pid.identifier = ts.tsval;
+	p->pid_valid = has_payload || tcph->fin || (tcph->syn && cfg_include_syn);
+	if (tcph->syn && !cfg_include_syn)
+		p->pid_valid = false;
+
+	/* TSecr is only meaningful with the ACK flag. */
+	p->reply_id = ts.tsecr;
+	p->reply_valid = tcph->ack;
+	return 0;
+}
+
+#endif /* RTTSCOPE_ID_TCP_TS_H */

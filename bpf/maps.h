@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Maps. Sizes here are defaults: the loader sets max_entries from flags. */
+#ifndef RTTSCOPE_MAPS_H
+#define RTTSCOPE_MAPS_H
+
+#include "flow.h"
+#include "events.h"
+
+/* Send time of each outstanding packet identifier. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct packet_id);
+	__type(value, __u64);
+	__uint(max_entries, 131072);
+} ts_map SEC(".maps");
+
+/* Both directions of a flow share one entry (canonical tuple as key). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct network_tuple);
+	__type(value, struct flow_state);
+	__uint(max_entries, 65536);
+} flow_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct counters);
+	__uint(max_entries, 1);
+} percpu_counters SEC(".maps");
+
+/* Interfaces without an Ethernet header (tun, PPP): ifindex -> 1. Only
+ * consulted when cfg_have_l3_ifaces is set. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u8);
+	__uint(max_entries, 64);
+} l3_ifaces SEC(".maps");
+
+/* Replay mode: capture time of the newest packet, the iterators' "now". */
+__u64 replay_now = 0;
+
+static __always_inline struct counters *get_counters(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&percpu_counters, &zero);
+}
+
+/* Plain increment: the counters are per CPU, so no atomic is needed. */
+#define count(field)                                   \
+	do {                                           \
+		struct counters *__c = get_counters(); \
+		if (__c)                               \
+			__c->field++;                  \
+	} while (0)
+
+#endif /* RTTSCOPE_MAPS_H */

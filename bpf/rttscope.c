@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: GPL-2.0
+/* rttscope: passive per-flow RTT. The tc/TCX and XDP programs timestamp
+ * packets carrying a new identifier (TCP TSval, ICMP echo sequence) and match
+ * replies that echo it (TCP TSecr, echo reply sequence). The iterator
+ * programs expire stale flows and timestamps, driven by user space. */
+#include "common.h"
+#include "config.h"
+#include "maps.h"
+#include "parse.h"
+#include "id_tcp_ts.h"
+#include "id_icmp_echo.h"
+
+#define E2BIG_ERR	7
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Parses a packet down to its RTT identifiers. Returns -1 when the packet
+ * is not one rttscope tracks. */
+static __always_inline int parse_packet(struct parsing_context *pctx,
+					struct packet_info *p)
+{
+	void *pos = pctx->data;
+	void *l3;
+	__u16 proto;
+	int l4proto;
+
+	proto = parse_l2(pctx, &pos);
+	l3 = pos;
+	if (proto == ETH_P_IP)
+		l4proto = parse_ipv4(pctx, &pos, p);
+	else if (proto == ETH_P_IPV6)
+		l4proto = parse_ipv6(pctx, &pos, p);
+	else
+		return -1;
+	if (l4proto < 0)
+		return -1;
+
+	p->l4_offset = pos - l3;
+	p->pid.flow.proto = l4proto;
+
+	if (l4proto == IPPROTO_TCP && cfg_track_tcp)
+		return parse_tcp_identifier(pctx, pos, p);
+	if (l4proto == IPPROTO_ICMP && cfg_track_icmp &&
+	    p->pid.flow.ipv == AF_INET)
+		return parse_icmp_identifier(pctx, pos, p);
+	if (l4proto == IPPROTO_ICMPV6 && cfg_track_icmp &&
+	    p->pid.flow.ipv == AF_INET6)
+		return parse_icmp6_identifier(pctx, pos, p);
+	return -1;
+}
+
+/* A packet arriving for this host itself: its reply would measure the local
+ * application, not the network. With forwarding off on the interface every
+ * arriving packet is for this host. */
+static __always_inline bool is_local_destination(void *ctx,
+						 struct packet_info *p)
+{
+	struct bpf_fib_lookup fib = {};
+	int ret;
+
+	fib.ifindex = p->ifindex;
+	fib.l4_protocol = p->pid.flow.proto;
+	fib.sport = p->pid.flow.saddr.port;
+	fib.dport = p->pid.flow.daddr.port;
+	if (p->pid.flow.ipv == AF_INET) {
+		fib.family = AF_INET;
+		fib.tos = p->ip_tos;
+		fib.ipv4_src = p->pid.flow.saddr.ip.in6_u.u6_addr32[3];
+		fib.ipv4_dst = p->pid.flow.daddr.ip.in6_u.u6_addr32[3];
+	} else {
+		fib.family = AF_INET6;
+		__builtin_memcpy(fib.ipv6_src, &p->pid.flow.saddr.ip, 16);
+		__builtin_memcpy(fib.ipv6_dst, &p->pid.flow.daddr.ip, 16);
+	}
+	ret = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	return ret == BPF_FIB_LKUP_RET_NOT_FWDED ||
+	       ret == BPF_FIB_LKUP_RET_FWD_DISABLED;
+}
+
+static __always_inline void send_flow_event(struct packet_info *p,
+					    struct flow_state *fs, __u32 side,
+					    __u8 type, __u8 reason,
+					    struct counters *c)
+{
+	struct flow_event *e;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		c->ringbuf_full++;
+		return;
+	}
+	e->event_type = EVENT_TYPE_FLOW;
+	e->ifindex = p->ifindex;
+	e->timestamp = p->time;
+	/* Flow events always name the flow in the opener's direction. */
+	if (side == fs->opener) {
+		e->flow = p->pid.flow;
+		e->triggered_by_src = 1;
+	} else {
+		reverse_tuple(&p->pid.flow, &e->flow);
+		e->triggered_by_src = 0;
+	}
+	e->flow.reserved = 0;
+	e->flow_event_type = type;
+	e->reason = reason;
+	e->reserved = 0;
+	bpf_ringbuf_submit(e, 0);
+	c->flow_events++;
+}
+
+static __always_inline void send_rtt_event(struct packet_info *p,
+					   struct flow_dir_state *orig,
+					   __u64 rtt, struct counters *c)
+{
+	struct rtt_event *e;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		c->ringbuf_full++;
+		return;
+	}
+	e->event_type = EVENT_TYPE_RTT;
+	e->ifindex = p->ifindex;
+	e->timestamp = p->time;
+	e->flow = p->pid.flow;
+	e->flow.reserved = 0;
+	e->match_on_egress = p->is_egress;
+	e->rtt = rtt;
+	e->min_rtt = orig->min_rtt;
+	e->srtt = orig->srtt;
+	e->sent_pkts = orig->sent_pkts;
+	e->sent_bytes = orig->sent_bytes;
+	e->rec_pkts = orig->rec_pkts;
+	e->rec_bytes = orig->rec_bytes;
+	bpf_ringbuf_submit(e, 0);
+	c->rtt_events++;
+}
+
+/* Looks up the flow of a packet, creating it when the packet may open one.
+ * Only packets worth timestamping open flows, so pure ACKs and stray replies
+ * of unknown flows leave no state behind. */
+static __always_inline struct flow_state *
+get_flow(struct packet_info *p, struct network_tuple *key, __u32 side,
+	 bool *new_flow, struct counters *c)
+{
+	struct flow_state *fs, init = {};
+	__u8 reason;
+	long ret;
+
+	fs = bpf_map_lookup_elem(&flow_map, key);
+	if (fs)
+		return fs;
+	if (!p->pid_valid || p->event_type == FLOW_EVENT_CLOSING)
+		return NULL;
+
+	init.opener = side;
+	init.last_seen = p->time;
+	ret = bpf_map_update_elem(&flow_map, key, &init, BPF_NOEXIST);
+	if (ret == -E2BIG_ERR) {
+		c->flow_map_full++;
+		return NULL;
+	}
+	fs = bpf_map_lookup_elem(&flow_map, key);
+	if (!fs || ret != 0)
+		return fs;	/* another CPU created it first */
+
+	c->flows_created++;
+	*new_flow = true;
+	reason = p->event_type == FLOW_EVENT_OPENING ?
+			 p->event_reason : EVENT_REASON_FIRST_OBS_PCKT;
+	send_flow_event(p, fs, side, FLOW_EVENT_OPENING, reason, c);
+	return fs;
+}
+
+static __always_inline bool is_rate_limited(__u64 now,
+					    struct flow_dir_state *d)
+{
+	__u64 rtt;
+
+	if (now < d->last_timestamp)
+		return true;
+	if (cfg_rtt_rate_milli) {
+		rtt = cfg_rtt_rate_use_srtt ? d->srtt : d->min_rtt;
+		if (rtt)
+			return now - d->last_timestamp <
+			       rtt * cfg_rtt_rate_milli / 1000;
+	}
+	return now - d->last_timestamp < cfg_rate_limit_ns;
+}
+
+static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
+					     struct flow_dir_state *snd,
+					     bool new_flow, struct counters *c)
+{
+	long ret;
+
+	if (!p->pid_valid)
+		return;
+	/* Only the first packet carrying an identifier is timestamped: the
+	 * reply to later ones would echo the same value. */
+	if (snd->has_last_id && snd->last_id == p->pid.identifier)
+		return;
+	snd->last_id = p->pid.identifier;
+	snd->has_last_id = 1;
+
+	if (cfg_local_filter && !p->is_egress && is_local_destination(ctx, p))
+		return;
+	if (!new_flow && is_rate_limited(p->time, snd))
+		return;
+	/* Counts as an attempt even when the map is full, so heavy flows do
+	 * not crowd sparse ones out of freed slots. */
+	snd->last_timestamp = p->time;
+
+	ret = bpf_map_update_elem(&ts_map, &p->pid, &p->time, BPF_NOEXIST);
+	if (ret == 0) {
+		__sync_fetch_and_add(&snd->outstanding, 1);
+		c->ts_created++;
+	} else if (ret == -E2BIG_ERR) {
+		c->ts_map_full++;
+	}
+}
+
+static __always_inline void match_packet(struct packet_info *p,
+					 struct flow_dir_state *orig,
+					 struct counters *c)
+{
+	struct packet_id rid = {};
+	__u64 *ts, sent, rtt;
+
+	if (!p->reply_valid || !orig->outstanding)
+		return;
+
+	reverse_tuple(&p->pid.flow, &rid.flow);
+	rid.identifier = p->reply_id;
+	ts = bpf_map_lookup_elem(&ts_map, &rid);
+	if (!ts)
+		return;
+	sent = *ts;
+	/* Whoever deletes the entry owns the sample: each identifier is
+	 * matched at most once, even with both hooks on different CPUs. */
+	if (bpf_map_delete_elem(&ts_map, &rid) != 0)
+		return;
+	__sync_fetch_and_add(&orig->outstanding, -1);
+	c->ts_deleted++;
+	if (p->time < sent)
+		return;
+
+	rtt = p->time - sent;
+	if (!orig->min_rtt || rtt < orig->min_rtt)
+		orig->min_rtt = rtt;
+	orig->srtt = update_srtt(orig->srtt, rtt);
+	send_rtt_event(p, orig, rtt, c);
+}
+
+static __always_inline void close_flow(struct packet_info *p,
+				       struct network_tuple *key,
+				       struct flow_state *fs, __u32 side,
+				       struct counters *c)
+{
+	bool remove;
+
+	if (p->event_type != FLOW_EVENT_CLOSING)
+		return;
+	if (p->event_reason == EVENT_REASON_FIN) {
+		fs->dir[side & 1].fin_seen = 1;
+		remove = fs->dir[0].fin_seen && fs->dir[1].fin_seen;
+	} else {
+		remove = true;	/* RST */
+	}
+	if (!fs->closing_sent) {
+		fs->closing_sent = 1;
+		send_flow_event(p, fs, side, FLOW_EVENT_CLOSING,
+				p->event_reason, c);
+	}
+	if (remove && bpf_map_delete_elem(&flow_map, key) == 0)
+		c->flows_deleted++;
+}
+
+static __always_inline void handle_packet(void *ctx,
+					  struct parsing_context *pctx,
+					  bool is_egress, __u64 now)
+{
+	struct packet_info p = {};
+	struct network_tuple key;
+	struct flow_dir_state *snd, *orig;
+	struct flow_state *fs;
+	struct counters *c;
+	bool new_flow = false;
+	__u32 side;
+
+	c = get_counters();
+	if (!c)
+		return;
+	c->packets++;
+
+	p.time = now;
+	p.is_egress = is_egress;
+	p.ifindex = pctx->ifindex;
+	if (parse_packet(pctx, &p) < 0)
+		return;
+
+	side = canonical_tuple(&p.pid.flow, &key) & 1;
+	fs = get_flow(&p, &key, side, &new_flow, c);
+	if (!fs)
+		return;
+
+	/* Races between CPUs on the same flow can lose a counter update or
+	 * an srtt step; the timestamp map itself stays exact. */
+	snd = &fs->dir[side];
+	orig = &fs->dir[side ^ 1];
+	fs->last_seen = now;
+	snd->sent_pkts++;
+	snd->sent_bytes += p.l3_len;
+	orig->rec_pkts++;
+	orig->rec_bytes += p.l3_len;
+
+	timestamp_packet(ctx, &p, snd, new_flow, c);
+	match_packet(&p, orig, c);
+	close_flow(&p, &key, fs, side, c);
+}
+
+static __always_inline bool is_l3_iface(__u32 ifindex)
+{
+	return bpf_map_lookup_elem(&l3_ifaces, &ifindex) != NULL;
+}
+
+static __always_inline void handle_tc(struct __sk_buff *skb, bool is_egress)
+{
+	struct parsing_context pctx = {
+		.ctx = skb,
+		.data = (void *)(long)skb->data,
+		.data_end = (void *)(long)skb->data_end,
+		.ifindex = skb->ifindex,
+		.l3_proto = bpf_ntohs(skb->protocol),
+	};
+	__u64 now;
+
+	if (cfg_have_l3_ifaces)
+		pctx.l3_only = is_l3_iface(skb->ifindex);
+	if (cfg_replay) {
+		/* BPF_PROG_TEST_RUN hands the capture time in tstamp. */
+		now = skb->tstamp;
+		replay_now = now;
+	} else {
+		now = bpf_ktime_get_ns();
+	}
+	handle_packet(skb, &pctx, is_egress, now);
+}
+
+SEC("tc")
+int rttscope_tc_egress(struct __sk_buff *skb)
+{
+	handle_tc(skb, true);
+	return TC_NEXT;
+}
+
+SEC("tc")
+int rttscope_tc_ingress(struct __sk_buff *skb)
+{
+	handle_tc(skb, false);
+	return TC_NEXT;
+}
+
+SEC("xdp")
+int rttscope_xdp_ingress(struct xdp_md *ctx)
+{
+	struct parsing_context pctx = {
+		.ctx = ctx,
+		.is_xdp = true,
+		.data = (void *)(long)ctx->data,
+		.data_end = (void *)(long)ctx->data_end,
+		.ifindex = ctx->ingress_ifindex,
+	};
+	__u8 *first = pctx.data;
+	__u8 version;
+
+	if (cfg_have_l3_ifaces && is_l3_iface(ctx->ingress_ifindex)) {
+		/* No EtherType without L2: take the IP version nibble. */
+		pctx.l3_only = true;
+		if ((void *)(first + 1) > pctx.data_end)
+			return XDP_PASS;
+		version = *first >> 4;
+		pctx.l3_proto = version == 4 ? ETH_P_IP :
+				version == 6 ? ETH_P_IPV6 : 0;
+	}
+	handle_packet(ctx, &pctx, false, bpf_ktime_get_ns());
+	return XDP_PASS;
+}
+
+#include "cleanup.h"

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Flow and packet identifiers. Addresses are kept as 16 bytes, IPv4 as
+ * v4-mapped IPv6 (::ffff:a.b.c.d), so one key type serves both families. */
+#ifndef RTTSCOPE_TUPLE_H
+#define RTTSCOPE_TUPLE_H
+
+#include "common.h"
+
+struct flow_address {
+	struct in6_addr ip;
+	__u16 port;	/* network byte order; ICMP echo identifier for ICMP */
+	__u16 reserved;
+};
+
+/* One direction of a flow: saddr sent the packet. */
+struct network_tuple {
+	struct flow_address saddr;
+	struct flow_address daddr;
+	__u16 proto;	/* IPPROTO_* */
+	__u8 ipv;	/* AF_INET or AF_INET6 */
+	__u8 reserved;
+};
+
+/* A packet identifier (TCP TSval, ICMP echo sequence, ...) in one direction
+ * of a flow: the key of the timestamp map. */
+struct packet_id {
+	struct network_tuple flow;
+	__u32 identifier;
+};
+
+static __always_inline void reverse_tuple(const struct network_tuple *in,
+					  struct network_tuple *out)
+{
+	out->saddr = in->daddr;
+	out->daddr = in->saddr;
+	out->proto = in->proto;
+	out->ipv = in->ipv;
+	out->reserved = 0;
+}
+
+/* Orders two endpoints so that both directions of a flow share one key in
+ * the flow map. Returns true when a sorts before b. */
+static __always_inline bool endpoint_lt(const struct flow_address *a,
+					const struct flow_address *b)
+{
+	const __u32 *x = (const __u32 *)&a->ip;
+	const __u32 *y = (const __u32 *)&b->ip;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		if (x[i] != y[i])
+			return bpf_ntohl(x[i]) < bpf_ntohl(y[i]);
+	}
+	return bpf_ntohs(a->port) < bpf_ntohs(b->port);
+}
+
+#endif /* RTTSCOPE_TUPLE_H */
