@@ -1,0 +1,5 @@
+package lab
+
+import "unsafe"
+
+func unsafePointer(p *byte) unsafe.Pointer { return unsafe.Pointer(p) }
