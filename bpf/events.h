@@ -55,6 +55,11 @@ struct flow_event {
 	__u8 reserved;
 };
 
+/* The Go decoder reads these layouts by offset. */
+_Static_assert(sizeof(struct network_tuple) == 44, "network_tuple layout");
+_Static_assert(sizeof(struct rtt_event) == 120, "rtt_event layout");
+_Static_assert(sizeof(struct flow_event) == 64, "flow_event layout");
+
 /* Kernel-side counters, one copy per CPU, summed by user space. */
 struct counters {
 	__u64 packets;
