@@ -41,7 +41,7 @@ const (
 	// maxSleep bounds one nanosleep so that Close is noticed promptly.
 	maxSleep = 100 * time.Millisecond
 	// maxEarly caps the wake-up latency compensation.
-	maxEarly = int64(200 * time.Microsecond)
+	maxEarly = int64(100 * time.Microsecond)
 )
 
 // DirStats counts what one direction of a user-space delay line did.
@@ -486,9 +486,9 @@ func (p *pipe) send() {
 // sleepUntil sleeps until the monotonic time due; false if stopping.
 //
 // A timed sleep wakes up some tens of microseconds late (timer interrupt
-// and scheduler latency, more on a VM). The pipe keeps a moving average of
-// that oversleep and aims that much earlier (never more than maxEarly), so
-// releases are centred on their due times instead of systematically late.
+// and scheduler latency, more on a VM). The pipe tracks the usual minimum
+// of that oversleep and aims that much earlier (never more than maxEarly),
+// so that releases are not systematically late yet hardly ever early.
 func (p *pipe) sleepUntil(due int64) bool {
 	for {
 		if p.line.stopping.Load() {
@@ -507,8 +507,15 @@ func (p *pipe) sleepUntil(due int64) bool {
 		}
 		if err == nil && t == target {
 			over := monoNow() - t
+			// Track the lower envelope of the wake-up latency: follow
+			// decreases quickly, increases slowly, so that noise (a busy
+			// CPU) does not turn into releases ahead of time.
 			if over >= 0 && over < int64(time.Millisecond) {
-				p.oversleep += (over - p.oversleep) / 8
+				if over < p.oversleep {
+					p.oversleep += (over - p.oversleep) / 2
+				} else {
+					p.oversleep += (over - p.oversleep) / 32
+				}
 			}
 		}
 	}

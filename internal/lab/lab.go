@@ -93,8 +93,12 @@ type Lab struct {
 	ClientAddr6       netip.Addr
 	MiddleboxAddr4    netip.Addr // client side
 	MiddleboxAddr6    netip.Addr // client side
-	DelayMethod       string     // "netem" or "userspace"
-	Paths             []PathSpec // as built (defaults filled in)
+	// MiddleboxServerAddr4/6[i] are the middlebox addresses on path i
+	// (the servers' gateways).
+	MiddleboxServerAddr4 []netip.Addr
+	MiddleboxServerAddr6 []netip.Addr
+	DelayMethod          string     // "netem" or "userspace"
+	Paths                []PathSpec // as built (defaults filled in)
 
 	nodes     []*Node // every namespace created, in creation order
 	lines     []*delayLine
@@ -493,7 +497,10 @@ func (b *builder) addresses() error {
 		s4, s6 := hostAddr(n4, 2), hostAddr(n6, 2)
 		l.ServerAddr4 = append(l.ServerAddr4, s4.Addr())
 		l.ServerAddr6 = append(l.ServerAddr6, s6.Addr())
-		if err := b.addAddrs(l.Middlebox, l.MiddleboxServerIf[i], hostAddr(n4, 1), hostAddr(n6, 1)); err != nil {
+		g4, g6 := hostAddr(n4, 1), hostAddr(n6, 1)
+		l.MiddleboxServerAddr4 = append(l.MiddleboxServerAddr4, g4.Addr())
+		l.MiddleboxServerAddr6 = append(l.MiddleboxServerAddr6, g6.Addr())
+		if err := b.addAddrs(l.Middlebox, l.MiddleboxServerIf[i], g4, g6); err != nil {
 			return err
 		}
 		if err := b.addAddrs(s, ServerIf, s4, s6); err != nil {
