@@ -2,7 +2,6 @@ package lab
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -348,6 +347,7 @@ func (p *pipe) stats() DirStats {
 // receive drains the input socket, stamps and schedules each frame.
 func (p *pipe) receive() {
 	defer p.line.wg.Done()
+	lockRealtimeThread()
 	var (
 		iov  unix.Iovec
 		oob  [64]byte
@@ -424,6 +424,21 @@ func (p *pipe) receive() {
 	}
 }
 
+// threadNice is the nice value of the delay line's threads: ahead of
+// ordinary CPU-bound work (a compiler, a test binary) so that releases stay
+// punctual on a busy machine, yet no real-time class that could starve
+// the system if forwarding ever saturated a CPU.
+const threadNice = -10
+
+// lockRealtimeThread wires the calling goroutine to its OS thread for good
+// (the runtime discards the thread when the goroutine ends, so the changed
+// scheduling attributes never leak to other goroutines) and raises the
+// thread's scheduling priority, best effort.
+func lockRealtimeThread() {
+	runtime.LockOSThread()
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), threadNice)
+}
+
 // cmsgTimestamp extracts an SCM_TIMESTAMPNS timestamp (ns since the epoch)
 // from control data without allocating.
 func cmsgTimestamp(oob []byte) (int64, bool) {
@@ -452,9 +467,7 @@ func cmsgTimestamp(oob []byte) (int64, bool) {
 // deadlines; Go timers alone can be a millisecond late.
 func (p *pipe) send() {
 	defer p.line.wg.Done()
-	runtime.LockOSThread()
-	// Never unlocked: the thread's timer slack was changed, so let the
-	// runtime discard it when this goroutine ends.
+	lockRealtimeThread()
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	for {
 		var i int32
@@ -502,7 +515,7 @@ func (p *pipe) sleepUntil(due int64) bool {
 		t := min(target, now+int64(maxSleep))
 		ts := unix.NsecToTimespec(t)
 		err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil)
-		if err != nil && !errors.Is(err, unix.EINTR) {
+		if err != nil && err != unix.EINTR {
 			return !p.line.stopping.Load()
 		}
 		if err == nil && t == target {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -282,5 +283,38 @@ func TestConfigValidation(t *testing.T) {
 	c, err := normalize(Config{Paths: []PathSpec{{RateBitsPerSec: 1e6}}})
 	if err != nil || c.Prefix != DefaultPrefix || c.Paths[0].QueuePackets != DefaultQueuePackets {
 		t.Errorf("normalize: %+v %v", c, err)
+	}
+}
+
+// TestDelayLineSteadyState floods a delay line with pings from the system
+// ping binary (another process) and checks that forwarding allocates
+// nothing per packet and keeps every frame.
+func TestDelayLineSteadyState(t *testing.T) {
+	l := newTestLab(t, Config{Prefix: "rtt-la", Paths: []PathSpec{{DelayToServer: time.Millisecond, DelayToClient: time.Millisecond}}, ForceUserspaceDelay: true})
+	// Resolve neighbours first.
+	if out, err := l.Client.Command(context.Background(), "ping", "-n", "-c", "1", "-W", "2", l.ServerAddr4[0].String()).CombinedOutput(); err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+	before := l.DelayStats()[0]
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	cmd := l.Client.Command(context.Background(), "ping", "-n", "-q", "-c", "1000", "-i", "0.001", "-W", "2", l.ServerAddr4[0].String())
+	out, err := cmd.CombinedOutput()
+	runtime.ReadMemStats(&m1)
+	if err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+	after := l.DelayStats()[0]
+	fwd := after.ToServer.Forwarded - before.ToServer.Forwarded + after.ToClient.Forwarded - before.ToClient.Forwarded
+	mallocs := m1.Mallocs - m0.Mallocs
+	t.Logf("forwarded %d frames with %d heap allocations in the whole process; %+v", fwd, mallocs, after)
+	if fwd < 2000 {
+		t.Errorf("forwarded only %d frames for 1000 pings", fwd)
+	}
+	if mallocs > fwd/4 {
+		t.Errorf("%d allocations for %d forwarded frames: the delay line allocates per packet", mallocs, fwd)
+	}
+	if d := after.ToServer.Dropped() + after.ToClient.Dropped(); d != 0 {
+		t.Errorf("%d frames dropped at 1000 pps", d)
 	}
 }
