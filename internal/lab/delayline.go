@@ -248,6 +248,46 @@ func htons(v uint16) uint16 {
 	return binary.NativeEndian.Uint16(b[:])
 }
 
+// Go scheduler headroom. Each delay line keeps four threads in blocking
+// system calls (two receivers in poll, two senders in clock_nanosleep). A
+// thread in a system call keeps its P until the runtime's monitor takes it
+// back, which can take up to 10 ms on an otherwise idle process; with
+// GOMAXPROCS at the CPU count (2 here) a waking receiver or sender could
+// then wait that long for a P. While delay lines run, GOMAXPROCS is raised
+// by four per line so that there is always an idle P; it is put back when
+// the last line stops, unless somebody else changed it meanwhile.
+var procs struct {
+	sync.Mutex
+	lines  int
+	saved  int // GOMAXPROCS before the first line started
+	raised int // value we set, 0 if we did not touch it
+}
+
+const procsPerLine = 4
+
+func reserveProcs() {
+	procs.Lock()
+	defer procs.Unlock()
+	cur := runtime.GOMAXPROCS(0)
+	if procs.lines == 0 {
+		procs.saved, procs.raised = cur, 0
+	}
+	procs.lines++
+	if want := procs.saved + procsPerLine*procs.lines; cur < want {
+		runtime.GOMAXPROCS(want)
+		procs.raised = want
+	}
+}
+
+func releaseProcs() {
+	procs.Lock()
+	defer procs.Unlock()
+	procs.lines--
+	if procs.lines == 0 && procs.raised != 0 && runtime.GOMAXPROCS(0) == procs.raised {
+		runtime.GOMAXPROCS(procs.saved)
+	}
+}
+
 // startDelayLine opens the sockets inside node and starts the forwarding
 // goroutines between ifMbox (toward the middlebox) and ifServer.
 func startDelayLine(node *Node, ifMbox, ifServer string, spec PathSpec) (*delayLine, error) {
@@ -268,6 +308,7 @@ func startDelayLine(node *Node, ifMbox, ifServer string, spec PathSpec) (*delayL
 		d.closeFDs()
 		return nil, err
 	}
+	reserveProcs()
 	d.toServer = newPipe(d, d.fds[0], d.fds[1], spec.DelayToServer, spec)
 	d.toClient = newPipe(d, d.fds[1], d.fds[0], spec.DelayToClient, spec)
 	for _, p := range []*pipe{d.toServer, d.toClient} {
@@ -305,6 +346,7 @@ func (d *delayLine) close() {
 	unix.Write(d.stopfd, one[:])
 	close(d.stop)
 	d.wg.Wait()
+	releaseProcs()
 	d.collectKernelDrops()
 	d.closeFDs()
 }

@@ -318,3 +318,16 @@ func TestDelayLineSteadyState(t *testing.T) {
 		t.Errorf("%d frames dropped at 1000 pps", d)
 	}
 }
+
+func TestGOMAXPROCSRestored(t *testing.T) {
+	needRoot(t)
+	before := runtime.GOMAXPROCS(0)
+	l := newTestLab(t, Config{Prefix: "rtt-lg", Paths: []PathSpec{{}, {}}, ForceUserspaceDelay: true})
+	if got := runtime.GOMAXPROCS(0); got < before+2*procsPerLine {
+		t.Errorf("GOMAXPROCS %d while 2 delay lines run, want >= %d", got, before+2*procsPerLine)
+	}
+	l.Close()
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Errorf("GOMAXPROCS %d after Close, want %d again", got, before)
+	}
+}

@@ -208,7 +208,10 @@ func BulkStats(ctx context.Context, client *lab.Node, dst netip.AddrPort, d time
 		if err != nil {
 			return err
 		}
-		res.Bytes = ti.Bytes_acked
+		// tcpi_bytes_acked counts sequence space, including the SYN.
+		if ti.Bytes_acked > 0 {
+			res.Bytes = ti.Bytes_acked - 1
+		}
 		res.Timestamps = ti.Options&tcpiOptTimestamps != 0
 		res.SRTT = time.Duration(ti.Rtt) * time.Microsecond
 		res.Retransmits = ti.Total_retrans
