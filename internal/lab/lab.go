@@ -12,7 +12,26 @@
 //
 // Everything a Lab creates lives inside namespaces it created itself under
 // /run/netns, named PREFIX-SUFFIX-ROLE with a random SUFFIX; Close (and any
-// failure inside New) removes all of them.
+// failure inside New) removes all of them. No interface is ever created in
+// the caller's namespace, and nothing routes out of the lab.
+//
+// Every lab veth has TSO/GSO/GRO and TX checksum offload turned off (so
+// AF_PACKET sees only MTU-sized frames with complete checksums), IPv6 DAD
+// is off, TCP timestamps are on, and the routed links get permanent
+// ARP/NDP entries so that even the first packet sees just the configured
+// delay.
+//
+// User-space delay line, in short: arrival times are kernel receive
+// timestamps, releases happen at arrival + delay (+ serialisation behind
+// the rate limiter) via clock_nanosleep(TIMER_ABSTIME) on locked threads
+// with 1 ns timer slack and nice -10, compensated for the typical wake-up
+// latency. On an idle machine releases land within tens of microseconds of
+// their due time (a 20+30 ms path measures 50.05-50.15 ms median RTT with
+// the traffic pinger); a saturated CPU delays them (see DirStats.MaxLate).
+// Forwarding tops out around 1 Gbit/s of MTU frames on two cores: give
+// paths that carry bulk traffic a RateBitsPerSec well below that, or the
+// delay line itself becomes the (lossy, delaying) bottleneck. While delay
+// lines run, GOMAXPROCS is raised by four per line (see reserveProcs).
 package lab
 
 import (
@@ -242,6 +261,7 @@ func New(ctx context.Context, cfg Config) (_ *Lab, err error) {
 		{"delay-line", b.delayLines},
 		{"up", b.up},
 		{"routes", b.routes},
+		{"neighbours", b.neighbours},
 		{"netem", b.netem},
 		{"wait-ready", func() error { return b.waitReady(ctx) }},
 	}
@@ -588,6 +608,72 @@ func (b *builder) routes() error {
 	for i, s := range l.Servers {
 		gw4, gw6 := hostAddr(pathNet4(i), 1).Addr(), hostAddr(pathNet6(i), 1).Addr()
 		if err := b.defaultRoute(s, ServerIf, gw4, gw6); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// neighbours installs permanent ARP/NDP entries on both ends of every
+// routed link. The lab never changes MAC addresses, and without them the
+// first packet of each path would wait for address resolution across the
+// delayed path (one extra round trip), and NUD probes would add traffic of
+// their own to what a monitor sees.
+func (b *builder) neighbours() error {
+	l := b.l
+	mac := func(n *Node, ifname string) (netlink.Link, net.HardwareAddr, error) {
+		link, err := b.handles[n].LinkByName(ifname)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %s: %w", n.Name, ifname, err)
+		}
+		return link, link.Attrs().HardwareAddr, nil
+	}
+	add := func(n *Node, link netlink.Link, hw net.HardwareAddr, ips ...netip.Addr) error {
+		for _, ip := range ips {
+			fam := netlink.FAMILY_V4
+			if ip.Is6() {
+				fam = netlink.FAMILY_V6
+			}
+			err := b.handles[n].NeighSet(&netlink.Neigh{
+				LinkIndex:    link.Attrs().Index,
+				Family:       fam,
+				State:        netlink.NUD_PERMANENT,
+				IP:           ip.AsSlice(),
+				HardwareAddr: hw,
+			})
+			if err != nil {
+				return fmt.Errorf("%s: neighbour %s: %w", n.Name, ip, err)
+			}
+		}
+		return nil
+	}
+	cl, cmac, err := mac(l.Client, ClientIf)
+	if err != nil {
+		return err
+	}
+	ml, mmac, err := mac(l.Middlebox, middleboxCliIf)
+	if err != nil {
+		return err
+	}
+	if err := add(l.Client, cl, mmac, l.MiddleboxAddr4, l.MiddleboxAddr6); err != nil {
+		return err
+	}
+	if err := add(l.Middlebox, ml, cmac, l.ClientAddr4, l.ClientAddr6); err != nil {
+		return err
+	}
+	for i, s := range l.Servers {
+		sl, smac, err := mac(s, ServerIf)
+		if err != nil {
+			return err
+		}
+		gl, gmac, err := mac(l.Middlebox, l.MiddleboxServerIf[i])
+		if err != nil {
+			return err
+		}
+		if err := add(s, sl, gmac, l.MiddleboxServerAddr4[i], l.MiddleboxServerAddr6[i]); err != nil {
+			return err
+		}
+		if err := add(l.Middlebox, gl, smac, l.ServerAddr4[i], l.ServerAddr6[i]); err != nil {
 			return err
 		}
 	}

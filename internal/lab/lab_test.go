@@ -140,6 +140,12 @@ func TestBuildAndTeardown(t *testing.T) {
 		t.Errorf("client accept_dad = %q", v)
 	}
 
+	// Static neighbour entries on the routed links.
+	out, err = l.Middlebox.Command(context.Background(), "ip", "neigh", "show", "nud", "permanent").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "10.20.1.2 dev mb-srv1") || !strings.Contains(string(out), "fd00:10::2 dev mb-cli") {
+		t.Errorf("middlebox permanent neighbours: %v\n%s", err, out)
+	}
+
 	// Reachability of every server, v4 and v6, with the system ping.
 	for i := range l.Servers {
 		for _, dst := range []netip.Addr{l.ServerAddr4[i], l.ServerAddr6[i]} {
@@ -171,7 +177,7 @@ func TestBuildAndTeardown(t *testing.T) {
 func TestFailureCleansUp(t *testing.T) {
 	needRoot(t)
 	defer func() { testHook = nil }()
-	for i, step := range []string{"namespaces", "delay-method", "links", "offloads", "addresses", "delay-line", "up", "routes", "netem", "wait-ready"} {
+	for i, step := range []string{"namespaces", "delay-method", "links", "offloads", "addresses", "delay-line", "up", "routes", "neighbours", "netem", "wait-ready"} {
 		prefix := fmt.Sprintf("rtt-lf%d", i)
 		injected := errors.New("injected failure")
 		testHook = func(s string) error {
