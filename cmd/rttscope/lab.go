@@ -48,9 +48,9 @@ toward the client (default: DELAY), RATE a bottleneck in both directions
 adds 40 ms of round-trip time.
 
 Namespaces are named PREFIX-XXXXXX-{cli,mb,dlN,srvN} with a random XXXXXX.
-If this process is killed with SIGKILL they stay behind: remove them with
-"ip netns del NAME". Processes you start inside them keep the namespace
-alive (unnamed) until they exit.`
+If this process is killed with SIGKILL they stay behind until the next
+"rttscope lab" removes them (or "ip netns del NAME"). Processes you start
+inside them keep a namespace alive (unnamed) until they exit.`
 
 func newLabCmd() *cobra.Command {
 	var (
@@ -127,6 +127,11 @@ func runLab(parent context.Context, out io.Writer, cfg lab.Config) error {
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if removed, err := lab.CleanupStale(); len(removed) > 0 {
+		fmt.Fprintf(out, "removed namespaces of labs whose process died: %s\n", strings.Join(removed, " "))
+	} else if err != nil {
+		fmt.Fprintf(os.Stderr, "rttscope: warning: cleaning up stale labs: %v\n", err)
+	}
 	l, err := lab.New(ctx, cfg)
 	if err != nil {
 		return err

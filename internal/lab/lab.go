@@ -119,6 +119,7 @@ type Lab struct {
 	DelayMethod          string     // "netem" or "userspace"
 	Paths                []PathSpec // as built (defaults filled in)
 
+	base      string  // PREFIX-SUFFIX; "" until a name was chosen
 	nodes     []*Node // every namespace created, in creation order
 	lines     []*delayLine
 	closeOnce sync.Once
@@ -345,6 +346,10 @@ func (b *builder) namespaces() error {
 			return errors.New("no free namespace name suffix")
 		}
 	}
+	if err := writeMarker(b.base); err != nil {
+		return fmt.Errorf("ownership marker: %w", err)
+	}
+	b.l.base = b.base
 	var err error
 	l := b.l
 	if l.Client, err = b.node("cli"); err != nil {
@@ -797,6 +802,9 @@ func (l *Lab) Close() error {
 			}
 		}
 		l.closeErr = errors.Join(errs...)
+		if l.closeErr == nil && l.base != "" {
+			removeMarker(l.base)
+		}
 	})
 	return l.closeErr
 }

@@ -337,3 +337,47 @@ func TestGOMAXPROCSRestored(t *testing.T) {
 		t.Errorf("GOMAXPROCS %d after Close, want %d again", got, before)
 	}
 }
+
+func TestCleanupStale(t *testing.T) {
+	needRoot(t)
+	l := newTestLab(t, Config{Prefix: "rtt-ls", Paths: []PathSpec{{}}})
+	marker := filepath.Join(markerDir, l.base)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("no ownership marker: %v", err)
+	}
+	// A live creator (this process): left alone.
+	if removed, err := CleanupStale(); err != nil || containsAny(removed, l.base) {
+		t.Fatalf("CleanupStale removed a live lab: %v %v", removed, err)
+	}
+	// Pretend the creator died: pid 1's start time never matches ours.
+	if err := os.WriteFile(marker, []byte("1 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := CleanupStale()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != len(l.Nodes()) || !containsAny(removed, l.base) {
+		t.Fatalf("removed %v, want the %d namespaces of %s", removed, len(l.Nodes()), l.base)
+	}
+	for _, n := range l.Nodes() {
+		if nsExists(n.Name) {
+			t.Errorf("%s survived CleanupStale", n.Name)
+		}
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("marker still there: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Errorf("Close after CleanupStale: %v", err)
+	}
+}
+
+func containsAny(names []string, base string) bool {
+	for _, n := range names {
+		if strings.HasPrefix(n, base+"-") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,20 @@
+package traffic
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/rttscope/rttscope/internal/lab"
+)
+
+// TestMain first removes labs left behind by earlier test binaries that
+// were killed before their cleanups ran (e.g. by -timeout).
+func TestMain(m *testing.M) {
+	if os.Geteuid() == 0 {
+		if removed, err := lab.CleanupStale(); len(removed) > 0 || err != nil {
+			fmt.Fprintf(os.Stderr, "removed stale lab namespaces %v (%v)\n", removed, err)
+		}
+	}
+	os.Exit(m.Run())
+}
