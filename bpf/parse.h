@@ -61,6 +61,9 @@ static __always_inline int parse_ipv4(struct parsing_context *pctx, void **pos,
 
 	if ((void *)(iph + 1) > pctx->data_end)
 		return -1;
+	/* The IP layer drops these; the peer never answers them. */
+	if (iph->version != 4)
+		return -1;
 	hdrlen = iph->ihl * 4;
 	if (hdrlen < sizeof(*iph))
 		return -1;
@@ -88,6 +91,8 @@ static __always_inline int parse_ipv6(struct parsing_context *pctx, void **pos,
 	int off;
 
 	if ((void *)(ip6h + 1) > pctx->data_end)
+		return -1;
+	if (ip6h->version != 6)
 		return -1;
 
 	p->pid.flow.ipv = AF_INET6;

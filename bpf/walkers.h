@@ -32,10 +32,8 @@ __noinline int name(ctx_type *ctx, __u32 off, __u8 *nexthdr)		\
 		return -1;						\
 	nh = *nexthdr;							\
 	for (i = 0; i < MAX_IPV6_EXT_HDRS; i++) {			\
-		if (!is_ipv6_ext(nh)) {					\
-			*nexthdr = nh;					\
-			return off;					\
-		}							\
+		if (!is_ipv6_ext(nh))					\
+			break;						\
 		if (load(ctx, off, hdr, sizeof(hdr)) < 0)		\
 			return -1;					\
 		if (nh == 44) {						\
@@ -50,7 +48,11 @@ __noinline int name(ctx_type *ctx, __u32 off, __u8 *nexthdr)		\
 		}							\
 		nh = hdr[0];						\
 	}								\
-	return -1;							\
+	/* Still an extension header: the chain is longer than walked. */ \
+	if (is_ipv6_ext(nh))						\
+		return -1;						\
+	*nexthdr = nh;							\
+	return off;							\
 }
 
 DEFINE_IPV6_EXT_WALKER(ipv6_ext_walk_skb, struct __sk_buff, bpf_skb_load_bytes)
