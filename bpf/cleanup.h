@@ -87,7 +87,7 @@ int rttscope_cleanup_timestamps(struct bpf_iter__bpf_map_elem *ctx)
 
 	/* Keep the flow's outstanding count honest so matching can skip the
 	 * map lookup for flows with nothing outstanding. */
-	side = canonical_tuple(&pid.flow, &fkey) & 1;
+	side = canonical_tuple(&pid.flow, &fkey) & SIDE_MASK;
 	fs = bpf_map_lookup_elem(&flow_map, &fkey);
 	if (fs && fs->dir[side].outstanding)
 		__sync_fetch_and_add(&fs->dir[side].outstanding, -1);

@@ -30,8 +30,14 @@ struct flow_state {
 	__u8 reserved[6];
 };
 
+#define SIDE_MASK	1
+/* Both endpoints are the same (e.g. ping 127.0.0.1): both directions then
+ * map to one half of the flow state. */
+#define SIDE_SELF	2
+
 /* Puts a packet's tuple in canonical order and says which half of the flow
- * state the packet's sender is. */
+ * state the packet's sender is (SIDE_MASK), and whether the flow talks to
+ * itself (SIDE_SELF). */
 static __always_inline __u32 canonical_tuple(const struct network_tuple *t,
 					     struct network_tuple *key)
 {
@@ -41,7 +47,7 @@ static __always_inline __u32 canonical_tuple(const struct network_tuple *t,
 	}
 	*key = *t;
 	key->reserved = 0;
-	return 0;
+	return endpoint_lt(&t->saddr, &t->daddr) ? 0 : SIDE_SELF;
 }
 
 /* TCP's SRTT estimator: srtt += (rtt - srtt) / 8. */

@@ -286,7 +286,7 @@ static __always_inline void handle_packet(void *ctx,
 	struct flow_state *fs;
 	struct counters *c;
 	bool new_flow = false;
-	__u32 side;
+	__u32 side, self;
 
 	c = get_counters();
 	if (!c)
@@ -299,7 +299,9 @@ static __always_inline void handle_packet(void *ctx,
 	if (parse_packet(pctx, &p) < 0)
 		return;
 
-	side = canonical_tuple(&p.pid.flow, &key) & 1;
+	side = canonical_tuple(&p.pid.flow, &key);
+	self = side & SIDE_SELF;
+	side &= SIDE_MASK;
 	fs = get_flow(&p, &key, side, &new_flow, c);
 	if (!fs)
 		return;
@@ -307,7 +309,7 @@ static __always_inline void handle_packet(void *ctx,
 	/* Races between CPUs on the same flow can lose a counter update or
 	 * an srtt step; the timestamp map itself stays exact. */
 	snd = &fs->dir[side];
-	orig = &fs->dir[side ^ 1];
+	orig = self ? snd : &fs->dir[side ^ 1];
 	fs->last_seen = now;
 	snd->sent_pkts++;
 	snd->sent_bytes += p.l3_len;

@@ -1,0 +1,238 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Hook choices for the command line.
+const (
+	IngressTC  = "tc"
+	IngressXDP = "xdp"
+
+	TCModeAuto   = "auto"   // TCX, else clsact
+	TCModeTCX    = "tcx"    // TCX links (Linux 6.6+)
+	TCModeClsact = "clsact" // legacy clsact qdisc + filter
+
+	XDPModeAuto    = "auto" // native, else generic
+	XDPModeNative  = "native"
+	XDPModeGeneric = "generic"
+)
+
+// clsactPriority is the filter priority rttscope uses with the legacy
+// clsact attach; a fixed value lets a second instance fail loudly instead of
+// silently stacking.
+const clsactPriority = 0xc0de
+
+// AttachOptions say how to hook an interface.
+type AttachOptions struct {
+	IngressHook string // IngressTC or IngressXDP
+	TCMode      string
+	XDPMode     string
+}
+
+// Interface is what Inspect learns about an interface before loading.
+type Interface struct {
+	Name   string
+	Index  int
+	L3Only bool   // no Ethernet header (tun, PPP, ip tunnels)
+	Encap  string // netlink encapsulation type, e.g. "ether", "none"
+}
+
+// Inspect resolves an interface by name in the current network namespace.
+func Inspect(name string) (Interface, error) {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return Interface{}, fmt.Errorf("interface %q not found (see `ip link`)", name)
+	}
+	a := l.Attrs()
+	encap := a.EncapType
+	return Interface{
+		Name:   name,
+		Index:  a.Index,
+		Encap:  encap,
+		L3Only: encap != "ether" && encap != "loopback",
+	}, nil
+}
+
+// Attachment is the set of hooks on one interface. Links (TCX, XDP) are
+// held by this process only, so the kernel detaches them if it dies.
+type Attachment struct {
+	Iface   Interface
+	Modes   []string // human-readable, e.g. "tcx egress", "xdp generic"
+	closers []func() error
+}
+
+// Attach hooks the egress program and the chosen ingress program to ifc.
+// Call it from the interface's network namespace. On error nothing stays
+// attached.
+func (o *Objects) Attach(ifc Interface, opts AttachOptions) (_ *Attachment, err error) {
+	a := &Attachment{Iface: ifc}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	if err := a.attachTC(o.RttscopeTcEgress, ebpf.AttachTCXEgress, opts.TCMode); err != nil {
+		return nil, err
+	}
+	switch opts.IngressHook {
+	case IngressTC, "":
+		err = a.attachTC(o.RttscopeTcIngress, ebpf.AttachTCXIngress, opts.TCMode)
+	case IngressXDP:
+		err = a.attachXDP(o.RttscopeXdpIngress, opts.XDPMode)
+	default:
+		err = fmt.Errorf("unknown ingress hook %q (want tc or xdp)", opts.IngressHook)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func dirName(t ebpf.AttachType) string {
+	if t == ebpf.AttachTCXEgress {
+		return "egress"
+	}
+	return "ingress"
+}
+
+func (a *Attachment) attachTC(prog *ebpf.Program, dir ebpf.AttachType, mode string) error {
+	if mode == "" {
+		mode = TCModeAuto
+	}
+	if mode != TCModeAuto && mode != TCModeTCX && mode != TCModeClsact {
+		return fmt.Errorf("unknown tc mode %q (want auto, tcx or clsact)", mode)
+	}
+	if mode != TCModeClsact {
+		l, err := link.AttachTCX(link.TCXOptions{Interface: a.Iface.Index, Program: prog, Attach: dir})
+		if err == nil {
+			a.Modes = append(a.Modes, "tcx "+dirName(dir))
+			a.closers = append(a.closers, l.Close)
+			return nil
+		}
+		if mode == TCModeTCX || !errors.Is(err, ebpf.ErrNotSupported) {
+			return attachError(a.Iface.Name, "tcx "+dirName(dir), err)
+		}
+	}
+	return a.attachClsact(prog, dir)
+}
+
+// attachClsact is the fallback for kernels before 6.6. Unlike links, a
+// filter outlives the process: it is removed on every orderly exit, and the
+// README says how to remove it after a crash.
+func (a *Attachment) attachClsact(prog *ebpf.Program, dir ebpf.AttachType) error {
+	qdisc := &netlink.GenericQdisc{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: a.Iface.Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT},
+		QdiscType:  "clsact",
+	}
+	created := false
+	switch err := netlink.QdiscAdd(qdisc); {
+	case err == nil:
+		created = true
+	case errors.Is(err, unix.EEXIST):
+	default:
+		return attachError(a.Iface.Name, "clsact qdisc", err)
+	}
+	parent := uint32(netlink.HANDLE_MIN_INGRESS)
+	if dir == ebpf.AttachTCXEgress {
+		parent = netlink.HANDLE_MIN_EGRESS
+	}
+	filter := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: a.Iface.Index,
+			Parent:    parent,
+			Handle:    1,
+			Protocol:  unix.ETH_P_ALL,
+			Priority:  clsactPriority,
+		},
+		Fd:           prog.FD(),
+		Name:         "rttscope_" + dirName(dir),
+		DirectAction: true,
+	}
+	if err := netlink.FilterAdd(filter); err != nil {
+		if created {
+			netlink.QdiscDel(qdisc)
+		}
+		if errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("%s: an rttscope clsact filter is already attached (another instance, or left by a crash: `tc filter del dev %s %s prio %d`)",
+				a.Iface.Name, a.Iface.Name, dirName(dir), clsactPriority)
+		}
+		return attachError(a.Iface.Name, "clsact "+dirName(dir), err)
+	}
+	a.Modes = append(a.Modes, "clsact "+dirName(dir))
+	a.closers = append(a.closers, func() error {
+		err := netlink.FilterDel(filter)
+		if created {
+			// Only the qdisc we added goes; deleting it also removes
+			// the filter of the other direction, which is fine once
+			// both closers have run (errors for a gone link are ignored).
+			netlink.QdiscDel(qdisc)
+		}
+		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
+			return nil
+		}
+		return err
+	})
+	return nil
+}
+
+func (a *Attachment) attachXDP(prog *ebpf.Program, mode string) error {
+	var tries []link.XDPAttachFlags
+	switch mode {
+	case XDPModeAuto, "":
+		tries = []link.XDPAttachFlags{link.XDPDriverMode, link.XDPGenericMode}
+	case XDPModeNative:
+		tries = []link.XDPAttachFlags{link.XDPDriverMode}
+	case XDPModeGeneric:
+		tries = []link.XDPAttachFlags{link.XDPGenericMode}
+	default:
+		return fmt.Errorf("unknown xdp mode %q (want auto, native or generic)", mode)
+	}
+	var errs []error
+	for _, flags := range tries {
+		l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: a.Iface.Index, Flags: flags})
+		if err == nil {
+			name := "xdp native"
+			if flags == link.XDPGenericMode {
+				name = "xdp generic"
+			}
+			a.Modes = append(a.Modes, name)
+			a.closers = append(a.closers, l.Close)
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	if errors.Is(errors.Join(errs...), unix.EBUSY) || errors.Is(errors.Join(errs...), unix.EEXIST) {
+		return fmt.Errorf("%s: another XDP program is already attached; use --ingress-hook tc", a.Iface.Name)
+	}
+	return attachError(a.Iface.Name, "xdp", errors.Join(errs...))
+}
+
+func attachError(ifname, what string, err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("%s: attaching %s needs root (CAP_NET_ADMIN and CAP_BPF): %w", ifname, what, err)
+	}
+	if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO) {
+		return fmt.Errorf("%s: interface disappeared while attaching %s", ifname, what)
+	}
+	return fmt.Errorf("%s: attach %s: %w", ifname, what, err)
+}
+
+// Close detaches everything, most recent first.
+func (a *Attachment) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		if err := a.closers[i](); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,211 @@
+// Package monitor runs rttscope live: it loads the BPF programs, attaches
+// them to interfaces, and turns ring buffer records into formatted output.
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/format"
+	"github.com/rttscope/rttscope/internal/loader"
+	"github.com/rttscope/rttscope/internal/nsrun"
+)
+
+// Options configure a monitor run.
+type Options struct {
+	Interfaces []string
+	// Netns, when set, is the named network namespace the interfaces
+	// live in (as in `ip netns`).
+	Netns  string
+	Attach loader.AttachOptions
+	BPF    loader.Config
+	// CleanupInterval is how often idle flows and timestamps are expired.
+	CleanupInterval time.Duration
+	// StatsInterval is how often a stats record is written (0 = only at exit).
+	StatsInterval time.Duration
+	// Duration stops the run after this long (0 = until ctx is done).
+	Duration time.Duration
+	Output   format.Writer
+	// Log receives human-readable progress and warnings.
+	Log io.Writer
+	// OnAttached, if set, is called once every hook is in place.
+	OnAttached func()
+}
+
+// Run monitors until ctx is cancelled, Duration passes, or every interface
+// has gone. Everything it attached is detached before it returns.
+func Run(ctx context.Context, opts Options) (err error) {
+	if len(opts.Interfaces) == 0 {
+		return errors.New("no interface given: use -i IFNAME (repeatable)")
+	}
+	if opts.CleanupInterval <= 0 {
+		return errors.New("cleanup interval must be > 0")
+	}
+	if opts.Log == nil {
+		opts.Log = os.Stderr
+	}
+	if err := loader.CheckKernel(); err != nil {
+		return err
+	}
+
+	ifaces, err := inspect(opts)
+	if err != nil {
+		return err
+	}
+	cfg := opts.BPF
+	for _, ifc := range ifaces {
+		cfg.HaveL3Ifaces = cfg.HaveL3Ifaces || ifc.L3Only
+	}
+	objs, err := loader.Load(cfg)
+	if err != nil {
+		return err
+	}
+	defer objs.Close()
+	for _, ifc := range ifaces {
+		if ifc.L3Only {
+			if err := objs.MarkL3Interface(uint32(ifc.Index)); err != nil {
+				return fmt.Errorf("mark %s as L3-only: %w", ifc.Name, err)
+			}
+		}
+	}
+
+	rd, err := ringbuf.NewReader(objs.Events)
+	if err != nil {
+		return fmt.Errorf("open ring buffer: %w", err)
+	}
+	defer rd.Close()
+	cleaner, err := objs.NewCleaner()
+	if err != nil {
+		return err
+	}
+	defer cleaner.Close()
+
+	atts, err := attachAll(objs, ifaces, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, atts.closeAll()) }()
+	for _, a := range atts.list() {
+		fmt.Fprintf(opts.Log, "rttscope: watching %s (%v)\n", a.Iface.Name, a.Modes)
+	}
+	if opts.OnAttached != nil {
+		opts.OnAttached()
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if opts.Duration > 0 {
+		runCtx, cancel = context.WithTimeout(runCtx, opts.Duration)
+		defer cancel()
+	}
+	gone := watchLinks(runCtx, opts.Netns, atts, opts.Log)
+
+	r := &reader{rd: rd, out: opts.Output}
+	r.dec.ClockOffset = clockOffset()
+	var wg sync.WaitGroup
+	readErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		readErr <- r.loop()
+	}()
+
+	err = housekeeping(runCtx, opts, objs, cleaner, r, gone, readErr)
+
+	// Detach first so nothing new arrives, then drain what is left.
+	err = errors.Join(err, atts.closeAll())
+	rd.SetDeadline(time.Now())
+	wg.Wait()
+	select {
+	case rerr := <-readErr:
+		err = errors.Join(err, rerr)
+	default:
+	}
+	err = errors.Join(err, r.drain())
+	err = errors.Join(err, writeStats(objs, opts.Output))
+	return errors.Join(err, opts.Output.Flush())
+}
+
+func inspect(opts Options) ([]loader.Interface, error) {
+	var ifaces []loader.Interface
+	seen := map[string]bool{}
+	err := nsrun.Named(opts.Netns, func() error {
+		for _, name := range opts.Interfaces {
+			if seen[name] {
+				return fmt.Errorf("interface %q given twice", name)
+			}
+			seen[name] = true
+			ifc, err := loader.Inspect(name)
+			if err != nil {
+				return err
+			}
+			ifaces = append(ifaces, ifc)
+		}
+		return nil
+	})
+	return ifaces, err
+}
+
+// housekeeping runs the periodic work until the run ends and returns why.
+func housekeeping(ctx context.Context, opts Options, objs *loader.Objects, cleaner *loader.Cleaner,
+	r *reader, gone <-chan struct{}, readErr <-chan error) error {
+	cleanup := time.NewTicker(opts.CleanupInterval)
+	defer cleanup.Stop()
+	var statsC <-chan time.Time
+	if opts.StatsInterval > 0 {
+		t := time.NewTicker(opts.StatsInterval)
+		defer t.Stop()
+		statsC = t.C
+	}
+	flush := time.NewTicker(200 * time.Millisecond)
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-gone:
+			return errors.New("every monitored interface has disappeared")
+		case err := <-readErr:
+			return fmt.Errorf("reading events: %w", err)
+		case <-cleanup.C:
+			if err := cleaner.Run(); err != nil {
+				return err
+			}
+			r.setClockOffset(clockOffset())
+		case <-statsC:
+			if err := writeStats(objs, opts.Output); err != nil {
+				return err
+			}
+		case <-flush.C:
+			if err := opts.Output.Flush(); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+		}
+	}
+}
+
+func writeStats(objs *loader.Objects, out format.Writer) error {
+	var s events.Stats
+	if err := objs.Stats(&s); err != nil {
+		return err
+	}
+	s.Time = time.Now().UnixNano()
+	return out.WriteStats(&s)
+}
+
+// clockOffset maps CLOCK_MONOTONIC (bpf_ktime_get_ns) to Unix time.
+func clockOffset() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	mono := ts.Nano()
+	return time.Now().UnixNano() - mono
+}
