@@ -241,4 +241,3 @@ even on kill -9. On kernels before 6.6 the legacy clsact attach is used
 	fl.DurationVar(&duration, "duration", 0, "stop after this long (0 = run until SIGINT/SIGTERM)")
 	return cmd
 }
-
