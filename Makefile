@@ -1,0 +1,59 @@
+# rttscope build, test and maintenance targets. Most need root (BPF, netns).
+GO      ?= go
+BIN     ?= bin/rttscope
+BPF_SRC := $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.c bpf/*.h))
+GO_PKGS := ./...
+
+.PHONY: all build generate check-generate test test-go lint fmt bench demo setup clean vmlinux
+
+all: build
+
+## build: the rttscope binary (no clang needed: BPF objects are committed)
+build:
+	$(GO) build -o $(BIN) ./cmd/rttscope
+
+## generate: rebuild the BPF objects and Go bindings from bpf/ (needs clang)
+generate:
+	cd internal/probe && $(GO) generate ./...
+
+## check-generate: fail when the committed BPF objects differ from the sources
+check-generate: generate
+	@git diff --exit-code --stat -- internal/probe || \
+		{ echo "BPF objects are stale: run 'make generate' and commit internal/probe"; exit 1; }
+
+## vmlinux: refresh bpf/vmlinux.h from the running kernel's BTF
+vmlinux:
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > bpf/vmlinux.h
+
+## lint: gofmt, go vet and clang-format (kernel style) checks
+lint:
+	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(GO_PKGS)
+	clang-format --style=file --dry-run --Werror $(BPF_SRC)
+
+## fmt: format Go and BPF C sources in place
+fmt:
+	gofmt -w cmd internal
+	clang-format --style=file -i $(BPF_SRC)
+
+## test-go: the Go test suite (BPF unit tests, lab integration tests; root)
+test-go:
+	$(GO) test -count=1 -p 1 -timeout 30m $(GO_PKGS)
+
+## test: everything CI runs: lint, generated-code drift, tests
+test: lint check-generate test-go
+
+## bench: per-packet BPF cost and overhead; results under bench/results/
+bench:
+	$(GO) run ./cmd/rttscope bench
+
+## demo: build a namespace lab with two paths and show rttscope measuring them
+demo: build
+	./$(BIN) demo
+
+## setup: install what building and testing need (Debian; root)
+setup:
+	./scripts/setup.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what rttscope needs to build, test and run its lab on Debian or
+# Ubuntu: clang/llvm and libbpf headers (only for `make generate`), iproute2,
+# ethtool, tcpdump and tshark (tests), make. Go >= 1.21 must be present; the
+# go command then fetches the toolchain go.mod asks for from the module proxy.
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "setup.sh: run as root (sudo $0)" >&2
+	exit 1
+fi
+
+packages=(make clang llvm libbpf-dev bpftool clang-format iproute2 ethtool
+	iputils-ping tcpdump tshark git ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+	echo "setup.sh: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	# tshark asks whether non-root users may capture; answer no.
+	echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+	apt-get update -qq
+	apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+	echo "setup.sh: Go is not installed: install Go >= 1.21 (e.g. from your distribution's backports); it fetches the toolchain go.mod requires" >&2
+	exit 1
+fi
+go_minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
+if [ "${go_minor:-0}" -lt 21 ]; then
+	echo "setup.sh: Go $(go env GOVERSION) is too old: need >= 1.21" >&2
+	exit 1
+fi
+go mod download
+echo "setup.sh: ready ($(go env GOVERSION), $(clang --version | head -n1))" >&2
