@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rttscope/rttscope/internal/nsrun"
 )
 
 // netnsDir is where named network namespaces live, as with `ip netns`.
@@ -31,11 +32,12 @@ type Node struct {
 func (n *Node) Path() string { return filepath.Join(netnsDir, n.Name) }
 
 // Do runs fn on an OS thread that has been switched into the node's network
-// namespace. Sockets created by fn belong to the namespace and may be used
-// from any goroutine afterwards. Goroutines that fn starts do NOT run in the
-// namespace. fn runs on a fresh goroutine that is locked to its thread; the
-// thread is switched back afterwards, and if that fails it is left locked so
-// the Go runtime throws it away instead of reusing it.
+// namespace (see nsrun.Fd). Sockets created by fn belong to the namespace and
+// may be used from any goroutine afterwards. Goroutines that fn starts do NOT
+// run in the namespace. fn runs on a fresh goroutine that is locked to its
+// thread; the thread is switched back afterwards, and if that fails it is
+// left locked so the Go runtime throws it away instead of reusing it. A panic
+// in fn is re-raised in the caller.
 func (n *Node) Do(fn func() error) error {
 	n.mu.Lock()
 	fd := n.fd
@@ -43,49 +45,7 @@ func (n *Node) Do(fn func() error) error {
 	if fd < 0 {
 		return fmt.Errorf("netns %s: node is closed", n.Name)
 	}
-	type result struct {
-		err      error
-		panicked bool
-		pv       any
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := unix.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("open current netns: %w", err)}
-			return
-		}
-		defer unix.Close(orig)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("setns %s: %w", n.Name, err)}
-			return
-		}
-		var res result
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					res = result{panicked: true, pv: r}
-				}
-			}()
-			res.err = fn()
-		}()
-		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-			// Stay locked: the thread ends with this goroutine.
-			res.err = errors.Join(res.err, fmt.Errorf("restore netns after %s: %w", n.Name, err))
-			done <- res
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- res
-	}()
-	res := <-done
-	if res.panicked {
-		panic(res.pv)
-	}
-	return res.err
+	return nsrun.Fd(fd, n.Name, fn)
 }
 
 // Command returns a command that runs name inside the node's namespace via
