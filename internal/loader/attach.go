@@ -127,17 +127,29 @@ func (a *Attachment) attachTC(prog *ebpf.Program, dir ebpf.AttachType, mode stri
 // attachClsact is the fallback for kernels before 6.6. Unlike links, a
 // filter outlives the process: it is removed on every orderly exit, and the
 // README says how to remove it after a crash.
+//
+// The netlink handle is opened here, in the interface's namespace, and kept
+// for the detach: Close may run on any thread (a monitor's deferred
+// cleanup, the watcher of vanished interfaces), and netlink's package-level
+// functions would then talk to whatever namespace that thread is in,
+// missing our filter or, worse, deleting the clsact qdisc of an unrelated
+// interface that has the same ifindex there.
 func (a *Attachment) attachClsact(prog *ebpf.Program, dir ebpf.AttachType) error {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return attachError(a.Iface.Name, "clsact (netlink)", err)
+	}
 	qdisc := &netlink.GenericQdisc{
 		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: a.Iface.Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT},
 		QdiscType:  "clsact",
 	}
 	created := false
-	switch err := netlink.QdiscAdd(qdisc); {
+	switch err := h.QdiscAdd(qdisc); {
 	case err == nil:
 		created = true
 	case errors.Is(err, unix.EEXIST):
 	default:
+		h.Close()
 		return attachError(a.Iface.Name, "clsact qdisc", err)
 	}
 	parent := uint32(netlink.HANDLE_MIN_INGRESS)
@@ -156,10 +168,11 @@ func (a *Attachment) attachClsact(prog *ebpf.Program, dir ebpf.AttachType) error
 		Name:         "rttscope_" + dirName(dir),
 		DirectAction: true,
 	}
-	if err := netlink.FilterAdd(filter); err != nil {
+	if err := h.FilterAdd(filter); err != nil {
 		if created {
-			netlink.QdiscDel(qdisc)
+			h.QdiscDel(qdisc)
 		}
+		h.Close()
 		if errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("%s: an rttscope clsact filter is already attached (another instance, or left by a crash: `tc filter del dev %s %s prio %d`)",
 				a.Iface.Name, a.Iface.Name, dirName(dir), clsactPriority)
@@ -168,12 +181,13 @@ func (a *Attachment) attachClsact(prog *ebpf.Program, dir ebpf.AttachType) error
 	}
 	a.Modes = append(a.Modes, "clsact "+dirName(dir))
 	a.closers = append(a.closers, func() error {
-		err := netlink.FilterDel(filter)
+		defer h.Close()
+		err := h.FilterDel(filter)
 		if created {
 			// Only the qdisc we added goes; deleting it also removes
 			// the filter of the other direction, which is fine once
 			// both closers have run (errors for a gone link are ignored).
-			netlink.QdiscDel(qdisc)
+			h.QdiscDel(qdisc)
 		}
 		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
 			return nil

@@ -122,15 +122,23 @@ func Run(ctx context.Context, opts Options) (err error) {
 	err = housekeeping(runCtx, opts, objs, cleaner, r, gone, readErr)
 
 	// Detach first so nothing new arrives, then drain what is left.
+	// Flush (not SetDeadline, which waits for the lock a blocked ReadInto
+	// holds, so it hangs while the ring stays empty) wakes the reader,
+	// which returns after the records already in the ring.
 	err = errors.Join(err, atts.closeAll())
-	rd.SetDeadline(time.Now())
+	flushErr := rd.Flush()
+	if flushErr != nil {
+		rd.Close() // the loop then ends with ErrClosed; nothing to drain
+	}
 	wg.Wait()
 	select {
 	case rerr := <-readErr:
 		err = errors.Join(err, rerr)
 	default:
 	}
-	err = errors.Join(err, r.drain())
+	if flushErr == nil {
+		err = errors.Join(err, r.drain())
+	}
 	err = errors.Join(err, writeStats(objs, opts.Output))
 	return errors.Join(err, opts.Output.Flush())
 }

@@ -26,13 +26,13 @@ type reader struct {
 
 func (r *reader) setClockOffset(off int64) { r.offset.Store(off) }
 
-// loop returns when the reader is closed or its deadline passes with the
-// ring empty (used for the final drain).
+// loop returns when the reader is closed, or flushed (Reader.Flush) and
+// the records in the ring at that point are handled.
 func (r *reader) loop() error {
 	r.offset.Store(r.dec.ClockOffset)
 	for {
 		if err := r.rd.ReadInto(&r.rec); err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
+			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, os.ErrDeadlineExceeded) {
 				return nil
 			}
 			return err

@@ -1,0 +1,361 @@
+package monitor
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/loader"
+	"github.com/rttscope/rttscope/internal/traffic"
+)
+
+// icmpTolerance bounds |monitor sample - pinger RTT| for one echo. The
+// pinger's RTT also covers the client-middlebox leg twice and its own send
+// path (a few tens of µs on an idle host).
+const icmpTolerance = 300 * time.Microsecond
+
+// TestLabICMPMatchesPinger: every ICMP echo sample the monitor takes on the
+// middlebox's server-facing interfaces equals, within 0.3 ms, the RTT the
+// pinger on the client measured for the same echo (IPv4 and IPv6, paths of
+// 40 ms and 100 ms).
+func TestLabICMPMatchesPinger(t *testing.T) {
+	l := sharedLab(t)
+	r := startMonitor(t, Options{
+		Interfaces: l.MiddleboxServerIf,
+		Netns:      l.Middlebox.Name,
+		BPF:        bpfConfig(false, true, 0),
+	})
+	const count, interval = 15, 100 * time.Millisecond
+	var targets []*pingTarget
+	for i := range l.Servers {
+		targets = append(targets,
+			&pingTarget{dst: l.ServerAddr4[i], id: uint16(0x4100 + i)},
+			&pingTarget{dst: l.ServerAddr6[i], id: uint16(0x6100 + i)})
+	}
+	pingAll(l, targets, count, interval)
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkNoBPFFds(t)
+
+	var all []time.Duration
+	for k, tg := range targets {
+		path := k / 2
+		evs := r.out.RTTs(isICMPFrom(tg.dst, tg.id))
+		diffs := checkPingPairs(t, tg, evs, count, interval, icmpTolerance)
+		all = append(all, diffs...)
+		t.Logf("path %d (%v) %s: pinger median %s (%d replies), monitor median %s (%d samples); |monitor-pinger| %s",
+			path, sharedRTT[path], tg.dst, ms(medianDur(pingRTTs(tg.replies))), len(tg.replies),
+			ms(medianDur(sampleRTTs(evs))), len(evs), fmtStats(diffs))
+		if len(evs) == 0 {
+			t.Errorf("%s: no monitor samples", tg.dst)
+		}
+	}
+	t.Logf("all echoes: |monitor - pinger| %s", fmtStats(all))
+	if st, ok := r.out.lastStats(); !ok {
+		t.Error("no stats record at exit")
+	} else if st.RingbufFull > 0 || st.TimestampMapFull > 0 {
+		t.Errorf("events dropped in the kernel: %+v", st)
+	}
+}
+
+// TestLabTCPBulkMedian: the median TCP sample of a paced bulk transfer is
+// within 2 ms of the path's RTT. The path RTT is the configured round trip
+// plus the lab's own base RTT (veths, delay line wake-ups), which a short
+// ping right before measures: base = ping median - configured (clamped to
+// >= 0). Samples come from the server's ACKs echoing the client's TSval,
+// matched on the middlebox's ingress.
+func TestLabTCPBulkMedian(t *testing.T) {
+	l := sharedLab(t)
+	const port = 5201
+	var sinks []*traffic.Sink
+	for i, s := range l.Servers {
+		for _, a := range []netip.Addr{l.ServerAddr4[i], l.ServerAddr6[i]} {
+			sk, err := traffic.NewSink(s, a, port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sinks = append(sinks, sk)
+			t.Cleanup(func() { sk.Close() })
+		}
+	}
+
+	// Base RTT of the lab, per path.
+	var base []*pingTarget
+	for i := range l.Servers {
+		base = append(base, &pingTarget{dst: l.ServerAddr4[i], id: uint16(0x4200 + i)})
+	}
+	pingAll(l, base, 10, 30*time.Millisecond)
+
+	r := startMonitor(t, Options{
+		Interfaces: l.MiddleboxServerIf,
+		Netns:      l.Middlebox.Name,
+		BPF:        bpfConfig(true, false, 0),
+	})
+	const dur, pacing = 3 * time.Second, 15_000_000
+	type flow struct {
+		path int
+		dst  netip.Addr
+		res  traffic.BulkResult
+		err  error
+	}
+	var flows []*flow
+	for i := range l.Servers {
+		flows = append(flows, &flow{path: i, dst: l.ServerAddr4[i]}, &flow{path: i, dst: l.ServerAddr6[i]})
+	}
+	var wg sync.WaitGroup
+	for _, f := range flows {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), dur+20*time.Second)
+			defer cancel()
+			f.res, f.err = traffic.BulkStats(ctx, l.Client, netip.AddrPortFrom(f.dst, port), dur, pacing)
+		})
+	}
+	wg.Wait()
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkNoBPFFds(t)
+
+	for _, f := range flows {
+		if f.err != nil {
+			t.Errorf("bulk to %s: %v", f.dst, f.err)
+			continue
+		}
+		if !f.res.Timestamps {
+			t.Errorf("bulk to %s: TCP timestamps not negotiated", f.dst)
+		}
+		evs := r.out.RTTs(isTCPFrom(f.dst))
+		if len(evs) < 100 {
+			t.Errorf("bulk to %s: only %d TCP samples", f.dst, len(evs))
+			continue
+		}
+		conf := sharedRTT[f.path]
+		var baseRTT time.Duration
+		if b := base[f.path]; b.err == nil && len(b.replies) > 0 {
+			baseRTT = max(0, medianDur(pingRTTs(b.replies))-conf)
+		} else {
+			t.Errorf("base ping of path %d: %v (%d replies)", f.path, b.err, len(b.replies))
+		}
+		want := conf + baseRTT
+		got := medianDur(sampleRTTs(evs))
+		t.Logf("path %d %s: %d bytes acked in %v, %d retransmits, kernel srtt %v; %d samples, median %s, min %s; configured %v + base %s = %s",
+			f.path, f.dst, f.res.Bytes, f.res.Duration.Round(time.Millisecond), f.res.Retransmits, f.res.SRTT,
+			len(evs), ms(got), ms(slicesMin(sampleRTTs(evs))), conf, ms(baseRTT), ms(want))
+		if absDur(got-want) > 2*time.Millisecond {
+			t.Errorf("path %d %s: TCP median %s, want %s ± 2 ms", f.path, f.dst, ms(got), ms(want))
+		}
+	}
+}
+
+func slicesMin(d []time.Duration) time.Duration {
+	m := d[0]
+	for _, x := range d {
+		m = min(m, x)
+	}
+	return m
+}
+
+// TestLabAttachModes: XDP ingress (generic and native on veth) and the
+// legacy clsact attach give the same ICMP samples as TCX, and nothing is
+// left on the interfaces after Run returns.
+func TestLabAttachModes(t *testing.T) {
+	l := sharedLab(t)
+	for _, tc := range []struct {
+		name string
+		opts loader.AttachOptions
+		mode string // expected in the "watching" line
+	}{
+		{"xdp-generic", loader.AttachOptions{IngressHook: loader.IngressXDP, XDPMode: loader.XDPModeGeneric}, "xdp generic"},
+		{"xdp-native", loader.AttachOptions{IngressHook: loader.IngressXDP, XDPMode: loader.XDPModeNative}, "xdp native"},
+		{"clsact", loader.AttachOptions{IngressHook: loader.IngressTC, TCMode: loader.TCModeClsact}, "clsact ingress"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ifname := l.MiddleboxServerIf[0]
+			r := startMonitor(t, Options{
+				Interfaces: []string{ifname},
+				Netns:      l.Middlebox.Name,
+				Attach:     tc.opts,
+				BPF:        bpfConfig(true, true, 0),
+			})
+			if !strings.Contains(r.log.String(), tc.mode) {
+				t.Errorf("log does not mention %q:\n%s", tc.mode, r.log)
+			}
+			h := hooksOn(t, l.Middlebox, ifname)
+			switch {
+			case tc.opts.IngressHook == loader.IngressXDP && (h.xdpProg == 0 || h.tcxEgress != 1 || h.tcxIngress != 0):
+				t.Errorf("while running: %v, want XDP + TCX egress", h)
+			case tc.opts.TCMode == loader.TCModeClsact && (!h.clsact || len(h.filters) != 2 || h.tcxEgress+h.tcxIngress != 0):
+				t.Errorf("while running: %v, want clsact with two filters", h)
+			}
+			const count, interval = 6, 50 * time.Millisecond
+			targets := []*pingTarget{
+				{dst: l.ServerAddr4[0], id: 0x4300},
+				{dst: l.ServerAddr6[0], id: 0x6300},
+			}
+			pingAll(l, targets, count, interval)
+			if err := r.stop(t); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			var all []time.Duration
+			for _, tg := range targets {
+				evs := r.out.RTTs(isICMPFrom(tg.dst, tg.id))
+				if len(evs) == 0 {
+					t.Errorf("%s: no ICMP samples", tg.dst)
+				}
+				all = append(all, checkPingPairs(t, tg, evs, count, interval, icmpTolerance)...)
+			}
+			t.Logf("%s: |monitor - pinger| %s", tc.name, fmtStats(all))
+			if h := hooksOn(t, l.Middlebox, ifname); !h.empty() {
+				t.Errorf("after Run: %v, want nothing", h)
+			}
+			checkNoBPFFds(t)
+		})
+	}
+}
+
+// TestLabInterfaceDisappears: when one of two monitored interfaces is
+// deleted the monitor says so and keeps sampling on the other; when the
+// last one goes, Run returns an error saying so, with nothing left open.
+func TestLabInterfaceDisappears(t *testing.T) {
+	ms1 := lab.PathSpec{DelayToServer: time.Millisecond, DelayToClient: time.Millisecond}
+	l := ownLab(t, ms1, ms1)
+	r := startMonitor(t, Options{
+		Interfaces: l.MiddleboxServerIf,
+		Netns:      l.Middlebox.Name,
+		BPF:        bpfConfig(false, true, 0),
+	})
+	del := func(ifname string) {
+		t.Helper()
+		err := l.Middlebox.Do(func() error {
+			lk, err := netlink.LinkByName(ifname)
+			if err != nil {
+				return err
+			}
+			return netlink.LinkDel(lk)
+		})
+		if err != nil {
+			t.Fatalf("delete %s: %v", ifname, err)
+		}
+	}
+
+	links := bpfFds(t)["bpf-link"] // 2 per interface + the cleanup iterators
+	del(l.MiddleboxServerIf[1])
+	want := "interface " + l.MiddleboxServerIf[1] + " disappeared"
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(r.log.String(), want) }) {
+		t.Fatalf("log does not say %q within 5s:\n%s", want, r.log)
+	}
+	select {
+	case err := <-r.done:
+		r.ended, r.result = true, err
+		t.Fatalf("Run returned after losing one of two interfaces: %v", err)
+	default:
+	}
+	if n := bpfFds(t)["bpf-link"]; n != links-2 {
+		t.Errorf("%d BPF links open after one interface went, want %d (its tcx ingress and egress closed)", n, links-2)
+	}
+	if h := hooksOn(t, l.Middlebox, l.MiddleboxServerIf[0]); h.tcxIngress != 1 || h.tcxEgress != 1 {
+		t.Errorf("remaining interface: %v", h)
+	}
+	tg := &pingTarget{dst: l.ServerAddr4[0], id: 0x4400}
+	pingAll(l, []*pingTarget{tg}, 5, 20*time.Millisecond)
+	if tg.err != nil || len(tg.replies) == 0 {
+		t.Fatalf("ping path 0: %v, %d replies", tg.err, len(tg.replies))
+	}
+	if !waitFor(2*time.Second, func() bool { return len(r.out.RTTs(isICMPFrom(tg.dst, tg.id))) >= len(tg.replies) }) {
+		t.Errorf("after one interface went: %d samples for %d pinger replies", len(r.out.RTTs(isICMPFrom(tg.dst, tg.id))), len(tg.replies))
+	}
+
+	del(l.MiddleboxServerIf[0])
+	err := r.wait(t, 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "every monitored interface has disappeared") {
+		t.Errorf("Run returned %v, want an error saying every interface disappeared", err)
+	}
+	if !strings.Contains(r.log.String(), "interface "+l.MiddleboxServerIf[0]+" disappeared") {
+		t.Errorf("log does not mention %s:\n%s", l.MiddleboxServerIf[0], r.log)
+	}
+	checkNoBPFFds(t)
+	t.Logf("log:\n%s", r.log)
+}
+
+// TestLabKill9LeavesNothing: a monitor process killed with SIGKILL leaves
+// no hook behind, since TCX and XDP links die with their last fd.
+func TestLabKill9LeavesNothing(t *testing.T) {
+	l := sharedLab(t)
+	ifname := l.MiddleboxServerIf[1]
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"tcx", nil},
+		{"xdp", []string{"-I", "xdp"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"monitor", "--netns", l.Middlebox.Name, "-i", ifname, "-C"}, tc.args...)
+			cmd := exec.Command(binPath, args...)
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stdout = io.Discard
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			killed := false
+			defer func() {
+				if !killed {
+					cmd.Process.Kill()
+					cmd.Wait()
+				}
+			}()
+			watching := make(chan string, 1)
+			var logMu sync.Mutex
+			var log strings.Builder
+			go func() {
+				sc := bufio.NewScanner(stderr)
+				for sc.Scan() {
+					logMu.Lock()
+					log.WriteString(sc.Text() + "\n")
+					logMu.Unlock()
+					if strings.Contains(sc.Text(), "watching") {
+						select {
+						case watching <- sc.Text():
+						default:
+						}
+					}
+				}
+			}()
+			select {
+			case line := <-watching:
+				t.Logf("subprocess: %s", line)
+			case <-time.After(20 * time.Second):
+				logMu.Lock()
+				defer logMu.Unlock()
+				t.Fatalf("no \"watching\" line within 20s; stderr:\n%s", log.String())
+			}
+			h := hooksOn(t, l.Middlebox, ifname)
+			if h.tcxEgress != 1 || (h.tcxIngress != 1 && h.xdpProg == 0) {
+				t.Fatalf("while the monitor runs: %v", h)
+			}
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			killed = true
+			err = cmd.Wait()
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("subprocess did not die of SIGKILL: %v", err)
+			}
+			waitHooksGone(t, l.Middlebox, ifname, 3*time.Second)
+		})
+	}
+}
