@@ -4,6 +4,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -24,10 +25,38 @@ ICMP echo identifiers in eBPF programs attached to tc/TCX and XDP hooks.`,
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
+	usageArgs(root)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "rttscope:", err)
+		fmt.Fprintln(os.Stderr, "rttscope:", oneLine(err))
 		os.Exit(exitCode(err))
 	}
+}
+
+// usageArgs makes positional-argument errors of every subcommand usage
+// errors (exit 2), like flag errors.
+func usageArgs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		if check := sub.Args; check != nil {
+			sub.Args = func(cmd *cobra.Command, args []string) error {
+				err := check(cmd, args)
+				if _, ok := err.(usageError); err == nil || ok {
+					return err
+				}
+				return usageError{err.Error() + " (see --help)"}
+			}
+		}
+		usageArgs(sub)
+	}
+}
+
+// oneLine joins the lines of a message (errors.Join, wrapped multi-line
+// errors) so that every error is a single line on stderr.
+func oneLine(err error) string {
+	lines := strings.FieldsFunc(err.Error(), func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
 }
 
 // subcommands is filled by the init functions of the files that define
@@ -41,6 +70,10 @@ func (e usageError) Error() string { return e.msg }
 
 func exitCode(err error) int {
 	if _, ok := err.(usageError); ok {
+		return 2
+	}
+	// cobra's own error for an unknown subcommand.
+	if strings.HasPrefix(err.Error(), "unknown command ") {
 		return 2
 	}
 	return 1

@@ -223,10 +223,23 @@ func (a *Attachment) attachXDP(prog *ebpf.Program, mode string) error {
 		}
 		errs = append(errs, err)
 	}
-	if errors.Is(errors.Join(errs...), unix.EBUSY) || errors.Is(errors.Join(errs...), unix.EEXIST) {
+	all := errors.Join(errs...)
+	if errors.Is(all, unix.EBUSY) || errors.Is(all, unix.EEXIST) {
 		return fmt.Errorf("%s: another XDP program is already attached; use --ingress-hook tc", a.Iface.Name)
 	}
-	return attachError(a.Iface.Name, "xdp", errors.Join(errs...))
+	if len(tries) == 1 && tries[0] == link.XDPDriverMode && notSupported(all) {
+		return fmt.Errorf("%s: the driver has no native XDP support; use --xdp-mode generic (or auto), or --ingress-hook tc", a.Iface.Name)
+	}
+	if notSupported(errs[len(errs)-1]) {
+		return fmt.Errorf("%s: XDP is not supported here; use --ingress-hook tc", a.Iface.Name)
+	}
+	return attachError(a.Iface.Name, "xdp", errs[len(errs)-1])
+}
+
+// notSupported tells "this kernel or driver cannot do that" errors.
+func notSupported(err error) bool {
+	const enotsupp = unix.Errno(524) // the kernel-internal ENOTSUPP leaks out of some drivers
+	return errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, enotsupp)
 }
 
 func attachError(ifname, what string, err error) error {

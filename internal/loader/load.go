@@ -41,7 +41,9 @@ func Load(cfg Config) (*Objects, error) {
 	if err := spec.LoadAndAssign(&objs.RttscopeObjects, nil); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
-			return nil, fmt.Errorf("kernel rejected BPF program: %+v", verr)
+			// %v keeps the last lines of the verifier log on one line;
+			// %+v would dump the whole (multi-line) log.
+			return nil, fmt.Errorf("the kernel's verifier rejected the BPF programs (kernel too old? otherwise please report this with `uname -r`): %v", verr)
 		}
 		return nil, fmt.Errorf("load BPF objects: %w", err)
 	}

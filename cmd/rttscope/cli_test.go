@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+
+	"github.com/rttscope/rttscope/internal/lab"
+)
+
+// cliBin is the rttscope binary TestMain builds for the command-line tests.
+var cliBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(cliTestMain(m))
+}
+
+func cliTestMain(m *testing.M) int {
+	if os.Geteuid() == 0 {
+		if removed, err := lab.CleanupStale(); len(removed) > 0 || err != nil {
+			fmt.Fprintf(os.Stderr, "removed stale lab namespaces %v (%v)\n", removed, err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "rttscope-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	// Traversable by the unprivileged user of TestCLINotRoot.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cliBin = filepath.Join(dir, "rttscope")
+	if out, err := exec.Command("go", "build", "-o", cliBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		return 1
+	}
+	code := m.Run()
+	if cliLab != nil {
+		if err := cliLab.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "close lab: %v\n", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// cliResult is how a run of the binary ended.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// cliRun runs the binary; with asNobody it runs as uid/gid 65534.
+func cliRun(t *testing.T, asNobody bool, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cliBin, args...)
+	cmd.Dir = "/"
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if asNobody && os.Geteuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run %v: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("rttscope %v did not finish within 30s; stderr:\n%s", args, stderr.String())
+	}
+	return cliResult{stdout.String(), stderr.String(), code}
+}
+
+// wantOneLine checks that the run failed with code and exactly one line on
+// stderr, "rttscope: ...", that contains every word of want.
+func (r cliResult) wantOneLine(t *testing.T, args []string, code int, want ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("rttscope %s: exit code %d, want %d (stderr %q)", strings.Join(args, " "), r.code, code, r.stderr)
+	}
+	msg := strings.TrimSuffix(r.stderr, "\n")
+	if msg == "" || strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "rttscope: ") {
+		t.Errorf("rttscope %s: stderr is not one \"rttscope: ...\" line:\n%s", strings.Join(args, " "), r.stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("rttscope %s: message %q does not mention %q", strings.Join(args, " "), msg, w)
+		}
+	}
+}
+
+// TestCLIHelp: --help of the root and every subcommand exits 0 and prints
+// the usage on stdout.
+func TestCLIHelp(t *testing.T) {
+	runs := [][]string{{"--help"}}
+	for _, add := range subcommands {
+		runs = append(runs, []string{add().Name(), "--help"})
+	}
+	for _, args := range runs {
+		r := cliRun(t, false, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "Usage:") || r.stderr != "" {
+			t.Errorf("rttscope %s: exit %d, stdout %d bytes, stderr %q", strings.Join(args, " "), r.code, len(r.stdout), r.stderr)
+		}
+	}
+}
+
+// TestCLIUsageErrors: bad flags and arguments exit 2 with one line that
+// says what is wrong. None of these needs privileges or touches anything.
+func TestCLIUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"monitor", "-i", "lo", "--format", "xml"}, []string{"--format", "xml", "standard"}},
+		{[]string{"monitor", "-i", "lo", "--rate-limit", "abc"}, []string{"--rate-limit", "abc"}},
+		{[]string{"monitor", "-i", "lo", "--rtt-type", "foo"}, []string{"--rtt-type", "foo", "min"}},
+		{[]string{"monitor", "-i", "lo", "--ingress-hook", "bar"}, []string{"--ingress-hook", "bar", "tc or xdp"}},
+		{[]string{"monitor", "-i", "lo", "--xdp-mode", "turbo"}, []string{"--xdp-mode", "turbo"}},
+		{[]string{"monitor", "-i", "lo", "--tc-mode", "new"}, []string{"--tc-mode", "new"}},
+		{[]string{"monitor", "-i", "lo", "--bogus"}, []string{"unknown flag", "--bogus"}},
+		{[]string{"monitor", "-i", "lo", "-r"}, []string{"needs an argument", "'r'"}},
+		{[]string{"monitor"}, []string{"-i IFNAME"}},
+		{[]string{"monitor", "-i", "lo", "extra"}, []string{"extra"}},
+		{[]string{"nosuchcommand"}, []string{"nosuchcommand"}},
+		{[]string{"lab", "--path", "fast"}, []string{"--path", "fast"}},
+		{[]string{"demo", "--path", "20ms@"}, []string{"--path", "20ms@"}},
+		{[]string{"demo", "--format", "xml"}, []string{"--format", "xml"}},
+		{[]string{"demo", "--rate-limit", "abc"}, []string{"--rate-limit", "abc"}},
+		{[]string{"demo", "--duration", "10ms"}, []string{"--duration"}},
+		{[]string{"demo", "--duration", "ten"}, []string{"duration", "ten"}},
+		{[]string{"demo", "now"}, []string{"now"}},
+	} {
+		r := cliRun(t, false, tc.args...)
+		r.wantOneLine(t, tc.args, 2, tc.want...)
+	}
+}
+
+// TestCLINotRoot: without privileges every command that needs them says so
+// in one line and exits 1.
+func TestCLINotRoot(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"monitor", "-i", "lo"}, []string{"root", "CAP_BPF"}},
+		{[]string{"monitor", "-i", "lo", "-C", "-I", "xdp"}, []string{"root", "CAP_BPF"}},
+		{[]string{"lab"}, []string{"root"}},
+		{[]string{"demo"}, []string{"root", "sudo"}},
+	} {
+		r := cliRun(t, true, tc.args...)
+		r.wantOneLine(t, tc.args, 1, tc.want...)
+	}
+}
+
+// The lab the privileged command-line tests run in (one path, no delay).
+var (
+	cliLabOnce sync.Once
+	cliLab     *lab.Lab
+	cliLabErr  error
+)
+
+func needCLILab(t *testing.T) *lab.Lab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to build a lab")
+	}
+	cliLabOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cliLab, cliLabErr = lab.New(ctx, lab.Config{Prefix: "rtt-cli", Paths: []lab.PathSpec{{}}})
+	})
+	if cliLabErr != nil {
+		t.Fatal(cliLabErr)
+	}
+	return cliLab
+}
+
+// attachedTo lists the BPF programs on ifname in node's namespace (TCX
+// ingress/egress, XDP).
+func attachedTo(t *testing.T, node *lab.Node, ifname string) []string {
+	t.Helper()
+	var got []string
+	err := node.Do(func() error {
+		l, err := netlink.LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: at})
+			if err != nil {
+				return err
+			}
+			for _, p := range res.Programs {
+				got = append(got, fmt.Sprintf("%v prog %d", at, p.ID))
+			}
+		}
+		if x := l.Attrs().Xdp; x != nil && x.Attached {
+			got = append(got, fmt.Sprintf("xdp prog %d", x.ProgId))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("inspect %s in %s: %v", ifname, node.Name, err)
+	}
+	return got
+}
+
+// TestCLIUnknownInterface: an interface that does not exist fails before
+// anything is attached, in one line naming it.
+func TestCLIUnknownInterface(t *testing.T) {
+	l := needCLILab(t)
+	mb := l.Middlebox.Name
+	for _, args := range [][]string{
+		{"monitor", "--netns", mb, "-i", "nosuch0"},
+		{"monitor", "--netns", mb, "-i", l.MiddleboxClientIf, "-i", "nosuch0"},
+		{"monitor", "--netns", mb, "-i", l.MiddleboxClientIf, "-i", "nosuch0", "-I", "xdp", "--tc-mode", "clsact"},
+	} {
+		r := cliRun(t, false, args...)
+		r.wantOneLine(t, args, 1, "nosuch0")
+		if got := attachedTo(t, l.Middlebox, l.MiddleboxClientIf); len(got) > 0 {
+			t.Errorf("rttscope %s left %v on %s", strings.Join(args, " "), got, l.MiddleboxClientIf)
+		}
+	}
+	args := []string{"monitor", "--netns", "rtt-cli-no-such-ns", "-i", "eth0"}
+	cliRun(t, false, args...).wantOneLine(t, args, 1, "rtt-cli-no-such-ns")
+}
+
+// TestCLINativeXDPUnsupported: native XDP on an interface whose driver lacks
+// it (lo) fails in one line that says what to use instead, and leaves
+// nothing attached (the TCX egress hook attached first is undone).
+func TestCLINativeXDPUnsupported(t *testing.T) {
+	l := needCLILab(t)
+	args := []string{"monitor", "--netns", l.Client.Name, "-i", "lo", "-I", "xdp", "-x", "native"}
+	r := cliRun(t, false, args...)
+	r.wantOneLine(t, args, 1, "lo", "native XDP", "--xdp-mode generic", "--ingress-hook tc")
+	if got := attachedTo(t, l.Client, "lo"); len(got) > 0 {
+		t.Errorf("left %v on lo", got)
+	}
+}
