@@ -173,7 +173,11 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			specs[i] += " at " + lab.FormatRate(p.RateBitsPerSec)
 		}
 	}
-	progress("building lab: client — middlebox — %d paths (%s)…", len(cfg.Paths), strings.Join(specs, ", "))
+	plural := "s"
+	if len(cfg.Paths) == 1 {
+		plural = ""
+	}
+	progress("building lab: client — middlebox — %d path%s (%s)…", len(cfg.Paths), plural, strings.Join(specs, ", "))
 	l, err := lab.New(ctx, lab.Config{Prefix: cfg.Prefix, Paths: cfg.Paths})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -290,7 +294,12 @@ func runTraffic(ctx context.Context, l *lab.Lab, cfg Config, res *Result, progre
 	rtts := make([][]time.Duration, len(l.Servers))
 	for _, r := range runs {
 		p := &res.Paths[r.path]
-		p.PingSent += count
+		if ctx.Err() == nil {
+			p.PingSent += count
+		} else {
+			// Interrupted: how many went out is unknown; count the answered.
+			p.PingSent += len(r.replies)
+		}
 		p.PingReplies += len(r.replies)
 		for _, rep := range r.replies {
 			rtts[r.path] = append(rtts[r.path], rep.RTT)
