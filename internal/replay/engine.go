@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -34,6 +33,8 @@ type Engine struct {
 	rec     ringbuf.Record
 	rtt     events.RTT
 	flow    events.FlowEvent
+	// egress and ingress run the programs without per-call allocation.
+	egress, ingress *testRunner
 }
 
 // NewEngine loads the programs in replay mode (cfg.Replay is forced on).
@@ -58,6 +59,8 @@ func NewEngine(cfg loader.Config, sink Sink) (*Engine, error) {
 		return nil, err
 	}
 	e.ctx, e.tsOff = make([]byte, size), off
+	e.egress = newTestRunner(objs.RttscopeTcEgress, e.ctx)
+	e.ingress = newTestRunner(objs.RttscopeTcIngress, e.ctx)
 	return e, nil
 }
 
@@ -86,12 +89,12 @@ func (e *Engine) Objects() *loader.Objects { return e.objs }
 // Feed runs one Ethernet frame, captured at tsUnixNano, through the egress
 // or ingress program and delivers the events it produced.
 func (e *Engine) Feed(frame []byte, tsUnixNano int64, egress bool) error {
-	prog := e.objs.RttscopeTcIngress
+	r := e.ingress
 	if egress {
-		prog = e.objs.RttscopeTcEgress
+		r = e.egress
 	}
 	binary.LittleEndian.PutUint64(e.ctx[e.tsOff:], uint64(tsUnixNano))
-	if _, err := prog.Run(&ebpf.RunOptions{Data: frame, Context: e.ctx}); err != nil {
+	if err := r.run(frame); err != nil {
 		return fmt.Errorf("run BPF program on packet: %w", err)
 	}
 	return e.Drain()

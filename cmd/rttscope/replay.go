@@ -1,0 +1,166 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rttscope/rttscope/internal/replay"
+)
+
+func init() { subcommands = append(subcommands, newReplayCmd) }
+
+const replayLong = `replay runs a packet capture through the very BPF programs that monitor
+attaches live (through BPF_PROG_TEST_RUN), so a capture and a live run of the
+same traffic give the same samples. It reads pcap and pcapng files, gzip
+compressed or not ("-" is standard input), of link types Ethernet, Linux
+cooked (SLL, SLL2) and raw IP, and writes every output format of monitor.
+Loading BPF programs needs root (or CAP_BPF and CAP_NET_ADMIN).
+
+Time: each packet's capture timestamp is the programs' "now", so RTTs are
+differences of capture timestamps. Idle flows and unanswered timestamps are
+expired as live, by capture time: at every multiple of --cleanup-interval
+(since the Unix epoch) that passes between two packets. Flows still open at
+the end of the file are not reported as closing.
+
+Direction: the programs need to know which packets left the observation
+point (egress) and which arrived (ingress); it decides only whether a sample
+is "matched on egress", never an RTT value. Per packet, the first rule that
+applies wins:
+  1. the capture's own direction: pcapng packet flags (tshark/dumpcap), or
+     the packet type of Linux cooked captures (tcpdump -i any): outbound
+     is egress, inbound is ingress;
+  2. with --local-net or --local-mac: packets sent FROM a local-net address
+     or a local MAC address are egress (the observation point faces the
+     outside), all others ingress;
+  3. otherwise per flow: the side that sent the flow's SYN (or, when no SYN
+     was captured, that sent the flow's first packet; the receiver if that
+     packet is a SYN-ACK or an echo reply) is the inside, and its packets
+     are egress.
+
+Captures on "any" (tcpdump -i any) of a forwarding host hold each forwarded
+packet twice, once per interface: capture one interface instead (keeping the
+direction: tcpdump -i any -y LINUX_SLL2 ifindex N), or keep one interface
+of a multi-interface pcapng with --interface-id.
+
+Throughput: every packet is one BPF_PROG_TEST_RUN system call (a couple of
+microseconds in the kernel). With --workers N > 1 (default: one per CPU) the
+flows are spread over N threads; events are then written in time order
+per batch of packets, so only events of different flows with equal
+timestamps may come out in another order than with --workers 1.
+
+A truncated, corrupt or unsupported file stops the replay with an error that
+names the file and the packet index (0-based: Wireshark's frame number minus
+one), after the events computed so far have been written (exit code 1).`
+
+func newReplayCmd() *cobra.Command {
+	var (
+		sf              sampleFlags
+		of              outputFlags
+		localNets       []string
+		localMACs       []string
+		ifaceIDs        []int
+		cleanupInterval time.Duration
+		stats           bool
+		workers         int
+	)
+	cmd := &cobra.Command{
+		Use:   "replay [flags] FILE",
+		Short: "Report per-flow RTTs of a pcap/pcapng capture, timed by the capture (BPF)",
+		Long:  replayLong,
+		Example: `  rttscope replay trace.pcapng
+  rttscope replay -C -F json trace.pcap.gz > rtt.json
+  rttscope replay --local-net 10.0.0.0/8 --local-net 2001:db8::/32 -r 0 trace.pcap
+  tcpdump -i eth0 -w - | rttscope replay -F jsonl -`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Sprintf("want exactly one capture file (or - for standard input), got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := sf.config()
+			if err != nil {
+				return err
+			}
+			opts := replay.Options{Path: args[0], BPF: cfg, Interfaces: ifaceIDs, CleanupInterval: cleanupInterval, Stats: stats, Workers: workers}
+			if cleanupInterval <= 0 {
+				return usageError{"--cleanup-interval must be > 0"}
+			}
+			if workers < 1 || workers > 64 {
+				return usageError{fmt.Sprintf("invalid --workers %d: want 1 to 64", workers)}
+			}
+			for _, id := range ifaceIDs {
+				if id < 0 {
+					return usageError{fmt.Sprintf("invalid --interface-id %d: want a pcapng interface ID >= 0", id)}
+				}
+			}
+			for _, s := range localNets {
+				p, err := parseLocalNet(s)
+				if err != nil {
+					return usageError{err.Error()}
+				}
+				opts.Direction.LocalNets = append(opts.Direction.LocalNets, p)
+			}
+			for _, s := range localMACs {
+				hw, err := net.ParseMAC(s)
+				if err != nil || len(hw) != 6 {
+					return usageError{fmt.Sprintf("invalid --local-mac %q: want a 6-byte MAC address such as 02:00:00:00:00:01", s)}
+				}
+				opts.Direction.LocalMACs = append(opts.Direction.LocalMACs, [6]byte(hw))
+			}
+			if !validFormat(of.format) {
+				_, _, err := of.open() // reports the usage error
+				return err
+			}
+			if replay.IsTerminal(os.Stderr) {
+				opts.Progress = os.Stderr
+			}
+			rp, err := replay.Open(opts)
+			if err != nil {
+				return err
+			}
+			defer rp.Close()
+			out, finish, err := of.open()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			_, err = rp.Run(ctx, out)
+			// Finish the output (closing "]" for json) before the error
+			// is reported.
+			if ferr := finish(); err == nil {
+				err = ferr
+			}
+			return err
+		},
+	}
+	sf.register(cmd, false)
+	of.register(cmd)
+	fl := cmd.Flags()
+	fl.StringArrayVar(&localNets, "local-net", nil, "CIDR of the inside (repeatable): packets from these addresses are egress (used when the capture has no direction)")
+	fl.StringArrayVar(&localMACs, "local-mac", nil, "MAC address of the observation point (repeatable): frames from it are egress (used when the capture has no direction)")
+	fl.IntSliceVar(&ifaceIDs, "interface-id", nil, "only replay packets of this pcapng interface ID (0-based, repeatable or comma-separated)")
+	fl.DurationVarP(&cleanupInterval, "cleanup-interval", "c", replay.DefaultCleanupInterval, "expire idle flows and timestamps at every multiple of this much capture time")
+	fl.IntVar(&workers, "workers", replay.DefaultWorkers(), "threads that run packets through the programs at once, each flow on one of them (1: strictly sequential)")
+	fl.BoolVar(&stats, "stats", false, "write a record of the kernel counters after the last packet (in the stream for json/jsonl, to stderr for standard/ppviz)")
+	return cmd
+}
+
+// parseLocalNet accepts a CIDR prefix or a single address.
+func parseLocalNet(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	return netip.Prefix{}, fmt.Errorf("invalid --local-net %q: want a CIDR prefix such as 10.0.0.0/8 or 2001:db8::/32", s)
+}

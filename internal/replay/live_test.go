@@ -1,0 +1,394 @@
+package replay_test
+
+// Live versus replay: the live monitor and two captures watch the same
+// interface of a lab while ping and a paced TCP transfer run through it;
+// replaying the captures must give the same samples as the live run, and
+// tshark must agree with the replay on every ICMP echo.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rttscope/rttscope/internal/capture"
+	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/loader"
+	"github.com/rttscope/rttscope/internal/monitor"
+	"github.com/rttscope/rttscope/internal/replay"
+	"github.com/rttscope/rttscope/internal/replay/replaytest"
+	"github.com/rttscope/rttscope/internal/traffic"
+)
+
+// liveCollector keeps the live monitor's events.
+type liveCollector struct {
+	mu   sync.Mutex
+	rtts []events.RTT
+}
+
+func (c *liveCollector) WriteRTT(e *events.RTT) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rtts = append(c.rtts, *e)
+	return nil
+}
+func (c *liveCollector) WriteFlow(*events.FlowEvent) error { return nil }
+func (c *liveCollector) WriteStats(*events.Stats) error    { return nil }
+func (c *liveCollector) Flush() error                      { return nil }
+func (c *liveCollector) Close() error                      { return nil }
+
+// replayRTTs replays path and returns its RTT samples.
+func replayRTTs(t *testing.T, opts replay.Options) ([]events.RTT, replay.Summary) {
+	t.Helper()
+	r, err := replay.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var c liveCollector
+	sum, err := r.Run(context.Background(), &c)
+	if err != nil {
+		t.Fatalf("replay %s: %v", opts.Path, err)
+	}
+	return c.rtts, sum
+}
+
+// startCapture runs a capture program inside node until stop is called,
+// returning once it is listening.
+func startCapture(t *testing.T, node *lab.Node, name string, args ...string) (stop func()) {
+	t.Helper()
+	cmd := node.Command(context.Background(), name, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	ready := make(chan struct{})
+	var log bytes.Buffer
+	var logMu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		once := sync.Once{}
+		for sc.Scan() {
+			logMu.Lock()
+			fmt.Fprintln(&log, sc.Text())
+			logMu.Unlock()
+			if strings.Contains(sc.Text(), "listening on") {
+				once.Do(func() { close(ready) })
+			}
+		}
+	}()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		cmd.Wait()
+		logMu.Lock()
+		t.Logf("%s: %s", name, strings.TrimSpace(log.String()))
+		logMu.Unlock()
+	}
+	t.Cleanup(stop)
+	select {
+	case <-ready:
+	case <-done:
+		t.Fatalf("%s %v ended before listening:\n%s", name, args, log.String())
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%s %v not listening after 15s", name, args)
+	}
+	return stop
+}
+
+func flowKey(f *events.Flow) string {
+	return fmt.Sprintf("%s %s:%d+%s:%d", f.Proto, f.Src.IP, f.Src.Port, f.Dst.IP, f.Dst.Port)
+}
+
+func groupByFlow(rtts []events.RTT) map[string][]events.RTT {
+	m := map[string][]events.RTT{}
+	for _, r := range rtts {
+		k := flowKey(&r.Flow)
+		m[k] = append(m[k], r)
+	}
+	return m
+}
+
+// dist summarises absolute differences in ns.
+type dist []int64
+
+func (d dist) String() string {
+	if len(d) == 0 {
+		return "none"
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	q := func(p float64) time.Duration { return time.Duration(s[int(math.Round(p*float64(len(s)-1)))]) }
+	return fmt.Sprintf("n=%d median %v p99 %v max %v", len(s), q(0.5), q(0.99), q(1))
+}
+
+func (d dist) max() int64 {
+	if len(d) == 0 {
+		return 0
+	}
+	return slices.Max(d)
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// TestLiveVersusReplay: the live monitor on the middlebox's server-facing
+// interface and two captures of that interface (tcpdump: Ethernet pcap,
+// direction by --local-net; cooked SLL2 on "any" filtered to the
+// interface, direction from the packet type) see ping (IPv4, IPv6) and a
+// paced TCP transfer over a 20 ms/20 ms path. Every flow must have the
+// same number of samples live and replayed, and sample i of a flow must
+// agree in RTT within 1 ms and in match_on_egress exactly. The observed
+// differences are logged (see docs/replay.md).
+func TestLiveVersusReplay(t *testing.T) {
+	runNeedRoot(t)
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		t.Skip("skipped: tcpdump not installed (apt-get install tcpdump)")
+	}
+	if removed, err := lab.CleanupStale(); len(removed) > 0 || err != nil {
+		t.Logf("removed stale lab namespaces %v (%v)", removed, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	l, err := lab.New(ctx, lab.Config{Prefix: "rtt-rp", Paths: []lab.PathSpec{{DelayToServer: 20 * time.Millisecond, DelayToClient: 20 * time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ifname := l.MiddleboxServerIf[0]
+	var ifindex int
+	if err := l.Middlebox.Do(func() error {
+		ifc, err := net.InterfaceByName(ifname)
+		if err == nil {
+			ifindex = ifc.Index
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir, err := os.MkdirTemp("", "rttscope-live-replay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ethPcap := filepath.Join(dir, "eth.pcap")
+	sllPcap := filepath.Join(dir, "sll2.pcap")
+	stopEth := startCapture(t, l.Middlebox, "tcpdump", "-i", ifname, "-w", ethPcap, "-U", "--time-stamp-precision=nano", "-n")
+	stopSLL := startCapture(t, l.Middlebox, "tcpdump", "-i", "any", "-y", "LINUX_SLL2", "-w", sllPcap, "-U", "--time-stamp-precision=nano", "-n", "ifindex", strconv.Itoa(ifindex))
+
+	cfg := loader.DefaultConfig()
+	cfg.TrackTCP, cfg.TrackICMP, cfg.RateLimit = true, true, 0
+	live := &liveCollector{}
+	attached := make(chan struct{})
+	monCtx, stopMon := context.WithCancel(ctx)
+	monDone := make(chan error, 1)
+	go func() {
+		monDone <- monitor.Run(monCtx, monitor.Options{
+			Interfaces: []string{ifname}, Netns: l.Middlebox.Name, BPF: cfg,
+			CleanupInterval: time.Second, Output: live, Log: io.Discard,
+			OnAttached: func() { close(attached) },
+		})
+	}()
+	select {
+	case <-attached:
+	case err := <-monDone:
+		t.Fatalf("monitor ended before attaching: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("monitor not attached after 20s")
+	}
+
+	// Traffic: 25 pings each way family, then 2 s of TCP at 15 Mbit/s.
+	for _, dst := range []netip.Addr{l.ServerAddr4[0], l.ServerAddr6[0]} {
+		if replies, err := traffic.Ping(ctx, l.Client, dst, 25, 10*time.Millisecond); err != nil || len(replies) < 20 {
+			t.Fatalf("ping %v: %d replies, %v", dst, len(replies), err)
+		}
+	}
+	stopSink, err := traffic.StartSink(l.Servers[0], l.ServerAddr4[0], 5201)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopSink()
+	if n, err := traffic.Bulk(ctx, l.Client, netip.AddrPortFrom(l.ServerAddr4[0], 5201), 2*time.Second, 15_000_000); err != nil || n < 1_000_000 {
+		t.Fatalf("bulk: %d bytes, %v", n, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	stopMon()
+	if err := <-monDone; err != nil {
+		t.Fatalf("monitor: %v", err)
+	}
+	stopEth()
+	stopSLL()
+
+	local := []netip.Prefix{netip.PrefixFrom(l.ClientAddr4, 24).Masked(), netip.PrefixFrom(l.ClientAddr6, 64).Masked()}
+	liveByFlow := groupByFlow(live.rtts)
+	for _, c := range []struct {
+		name string
+		opts replay.Options
+		by   replay.DirectionSource
+	}{
+		{"eth-pcap-local-net", replay.Options{Path: ethPcap, Direction: replay.DirectionRules{LocalNets: local}}, replay.DirFromLocal},
+		{"sll2-pcap-direction", replay.Options{Path: sllPcap}, replay.DirFromCapture},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.BPF = cfg
+			rep, sum := replayRTTs(t, c.opts)
+			if sum.DecidedBy[c.by] != sum.Fed {
+				t.Errorf("directions decided by %v, want all %d by %v", sum.DecidedBy, sum.Fed, c.by)
+			}
+			repByFlow := groupByFlow(rep)
+			var drtt, dtime dist
+			for k, lv := range liveByFlow {
+				rp := repByFlow[k]
+				if len(rp) != len(lv) {
+					t.Errorf("%s: %d samples live, %d replayed", k, len(lv), len(rp))
+					continue
+				}
+				for i := range lv {
+					d := abs64(int64(lv[i].RTT - rp[i].RTT))
+					drtt = append(drtt, d)
+					dtime = append(dtime, abs64(lv[i].Time-rp[i].Time))
+					if d > int64(time.Millisecond) {
+						t.Errorf("%s sample %d: live %v, replay %v", k, i, lv[i].RTT, rp[i].RTT)
+					}
+					if lv[i].MatchOnEgress != rp[i].MatchOnEgress {
+						t.Errorf("%s sample %d: match_on_egress live %v, replay %v", k, i, lv[i].MatchOnEgress, rp[i].MatchOnEgress)
+					}
+				}
+			}
+			for k := range repByFlow {
+				if _, ok := liveByFlow[k]; !ok {
+					t.Errorf("%s: %d samples replayed, none live", k, len(repByFlow[k]))
+				}
+			}
+			protos := map[events.Protocol]int{}
+			for _, r := range live.rtts {
+				protos[r.Flow.Proto]++
+			}
+			if protos[events.ProtoICMP] < 20 || protos[events.ProtoICMPv6] < 20 || protos[events.ProtoTCP] < 500 {
+				t.Errorf("live samples per protocol %v: want >= 20 ICMP, 20 ICMPv6, 500 TCP", protos)
+			}
+			t.Logf("%d packets, %d samples (%v) in %d flows; |live - replay| RTT: %v; sample time: %v",
+				sum.Packets, len(rep), protos, len(repByFlow), drtt, dtime)
+		})
+	}
+
+	t.Run("tshark-icmp", func(t *testing.T) { tsharkCheck(t, ethPcap, cfg) })
+}
+
+// tsharkCheck compares tshark's icmp.resptime/icmpv6.resptime with the
+// replay's RTT of every echo pair in path (same reply timestamp).
+func tsharkCheck(t *testing.T, path string, cfg loader.Config) {
+	t.Helper()
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Skip("skipped: tshark not installed (apt-get install -y tshark)")
+	}
+	out, err := exec.Command("tshark", "-r", path, "-Y", "icmp.resptime || icmpv6.resptime", "-T", "fields",
+		"-e", "frame.time_epoch", "-e", "icmp.resptime", "-e", "icmpv6.resptime").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	cfg.TrackICMP = true
+	rep, _ := replayRTTs(t, replay.Options{Path: path, BPF: cfg})
+	byTime := map[int64]events.RTT{}
+	for _, r := range rep {
+		if r.Flow.Proto == events.ProtoICMP || r.Flow.Proto == events.ProtoICMPv6 {
+			byTime[r.Time] = r
+		}
+	}
+	var n int
+	var worst int64
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) < 2 {
+			t.Errorf("tshark line %q", line)
+			continue
+		}
+		ts, err := parseEpoch(f[0])
+		if err != nil {
+			t.Fatalf("tshark time %q: %v", f[0], err)
+		}
+		ms := strings.Join(f[1:], "")
+		resp, err := strconv.ParseFloat(ms, 64)
+		if err != nil {
+			t.Fatalf("tshark resptime %q: %v", ms, err)
+		}
+		r, ok := byTime[ts]
+		if !ok {
+			t.Errorf("tshark has an echo reply at %d (resptime %s ms), the replay no sample", ts, ms)
+			continue
+		}
+		n++
+		// tshark prints milliseconds with 6 decimals: ns resolution.
+		d := abs64(int64(r.RTT) - int64(math.Round(resp*1e6)))
+		worst = max(worst, d)
+		if d > 1 {
+			t.Errorf("reply at %d: tshark %s ms, replay %v", ts, ms, r.RTT)
+		}
+	}
+	if n == 0 || n != len(byTime) {
+		t.Errorf("tshark found %d echo pairs, the replay %d ICMP samples", n, len(byTime))
+	}
+	t.Logf("%d echo pairs: tshark and replay agree within %d ns", n, worst)
+}
+
+// parseEpoch parses "1700000000.123456789" exactly.
+func parseEpoch(s string) (int64, error) {
+	sec, frac, _ := strings.Cut(s, ".")
+	a, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	frac = (frac + "000000000")[:9]
+	b, err := strconv.ParseInt(frac, 10, 64)
+	return a*1e9 + b, err
+}
+
+// TestTsharkScenario: tshark's ICMP/ICMPv6 response times on the exact
+// scenario capture (VLAN, QinQ, IPv6 extension headers) equal the
+// replay's RTTs.
+func TestTsharkScenario(t *testing.T) {
+	runNeedRoot(t)
+	fr, err := replaytest.Frames(replaytest.Steps(), capture.LinkTypeEthernet, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "scenario.pcap")
+	if err := capture.WritePcap(path, capture.LinkTypeEthernet, true, fr); err != nil {
+		t.Fatal(err)
+	}
+	tsharkCheck(t, path, runConfig())
+}
