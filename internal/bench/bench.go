@@ -1,0 +1,186 @@
+// Package bench measures what rttscope's BPF programs cost per packet and
+// records it; it asserts nothing. Two phases, each comparing the rttscope
+// tc programs with an empty tc program (bpf/empty.c) interleaved inside
+// one run:
+//
+//   - test_run: BPF_PROG_TEST_RUN with a large repeat count on crafted
+//     packets (the kernel times the loop: ns per run, no traffic, no
+//     bpf_stats), plus data/ACK pairs run once each for the paths that a
+//     repeated frame cannot take (storing a timestamp, matching one).
+//   - live: a TCP bulk transfer through a namespace lab with the programs
+//     attached (TCX egress and ingress) to the middlebox's server-facing
+//     interface; with bpf_stats on, ns per packet = delta run_time_ns /
+//     delta run_cnt per program, besides packets/s and throughput.
+//
+// See bench/README.md for how to read the results.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/loader"
+)
+
+// Options configure a run.
+type Options struct {
+	Name string // result file name prefix
+	Reps int    // repetitions of every configuration
+	// Repeat is the BPF_PROG_TEST_RUN repeat count per measurement.
+	Repeat int
+	// Pairs is the number of data/ACK pairs per repetition (0 = none).
+	Pairs int
+	// Warmup and Duration of each live window.
+	Warmup, Duration time.Duration
+	Path             lab.PathSpec // the lab path of the live phase
+	Pacing           uint64       // bulk transfer pacing in bit/s; 0 = as fast as TCP goes
+	TestRun, Live    bool         // phases to run
+	// NoLiveBaseline skips the live windows without any program.
+	NoLiveBaseline bool
+	// Progress receives one line per step (nil: discarded).
+	Progress io.Writer
+}
+
+// DefaultOptions finish in about a minute and a half on a 2-vCPU machine.
+// The bulk transfer is paced below what the lab's user-space delay line
+// forwards without loss, so every configuration sees the same packet rate.
+func DefaultOptions() Options {
+	return Options{
+		Name:     "rttscope",
+		Reps:     5,
+		Repeat:   1000000,
+		Pairs:    2000,
+		Warmup:   time.Second,
+		Duration: 3 * time.Second,
+		Path:     lab.PathSpec{DelayToServer: time.Millisecond, DelayToClient: time.Millisecond},
+		Pacing:   500_000_000,
+		TestRun:  true,
+		Live:     true,
+	}
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Reps < 1:
+		return fmt.Errorf("reps must be >= 1, got %d", o.Reps)
+	case o.Repeat < 1 || o.Repeat > 100_000_000:
+		return fmt.Errorf("repeat must be between 1 and 1e8, got %d", o.Repeat)
+	case o.Pairs < 0:
+		return fmt.Errorf("pairs must be >= 0, got %d", o.Pairs)
+	case o.Live && o.Duration < 100*time.Millisecond:
+		return fmt.Errorf("duration must be >= 100ms, got %v", o.Duration)
+	case o.Live && o.Warmup < 0:
+		return fmt.Errorf("warm-up must be >= 0, got %v", o.Warmup)
+	case !o.TestRun && !o.Live:
+		return errors.New("nothing to run: enable the test_run and/or the live phase")
+	}
+	return nil
+}
+
+func (o *Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "bench: "+format+"\n", args...)
+	}
+}
+
+// Run measures and returns the result; it writes no files (see
+// WriteFiles). It needs root. Everything it creates (lab namespaces, BPF
+// programs and links, the bpf_stats switch) is removed or restored before
+// it returns, also when ctx is cancelled.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("bench needs root (BPF programs, BPF_PROG_TEST_RUN, network namespaces): run with sudo")
+	}
+	if err := loader.CheckKernel(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	res := &Result{
+		Schema:  SchemaVersion,
+		Name:    o.Name,
+		Started: start.UTC(),
+		Machine: CollectMachine(start),
+		Settings: Settings{
+			Reps:         o.Reps,
+			Repeat:       o.Repeat,
+			Pairs:        o.Pairs,
+			Warmup:       o.Warmup.String(),
+			Duration:     o.Duration.String(),
+			Path:         o.Path.String(),
+			Pacing:       lab.FormatRate(o.Pacing),
+			Attach:       "TCX egress + TCX ingress",
+			BPFConfig:    bpfConfigText(),
+			TestRunPhase: o.TestRun,
+			LivePhase:    o.Live,
+			Order: "test_run: per rep and packet, the programs in rotated order (empty, egress, ingress; then egress, ingress, empty; ...); " +
+				"live: per rep none, empty, rttscope, reversed on every other rep",
+		},
+		Checks: map[string]uint64{},
+	}
+	if res.Machine.BPFStatsEnabled == "1" {
+		res.Notes = append(res.Notes, "kernel.bpf_stats_enabled was already 1 at the start: the test_run figures include the stats overhead")
+	}
+	if o.TestRun {
+		if err := runTestRun(ctx, &o, res); err != nil {
+			return nil, fmt.Errorf("test_run: %w", err)
+		}
+	}
+	if o.Live {
+		if err := runLive(ctx, &o, res); err != nil {
+			return nil, fmt.Errorf("live: %w", err)
+		}
+		liveChecks(res)
+	}
+	res.Finished = time.Now().UTC()
+	res.Machine.LoadAvgEnd = readTrim("/proc/loadavg")
+	res.Finalize()
+	if s := res.Lookup(seriesID(GroupTestRun, CaseStatsOn, ProgEmpty, "", MetricNsPerRun)); s != nil && s.Compare != nil && s.Compare.Delta < 5 {
+		res.Notes = append(res.Notes, fmt.Sprintf("test_run: switching bpf_stats on added only %.1f ns per run: they were probably on all along (another process), so every test_run figure includes the accounting", s.Compare.Delta))
+	}
+	return res, nil
+}
+
+func bpfConfigText() string {
+	t, l := TestRunConfig(), loader.DefaultConfig()
+	return fmt.Sprintf("test_run: monitor defaults with ICMP on and rate limit %v (track TCP %v, ICMP %v); "+
+		"live: monitor defaults (rate limit %v, track TCP %v, ICMP %v, flow map %d, timestamp map %d, ring buffer %d B)",
+		t.RateLimit, t.TrackTCP, t.TrackICMP, l.RateLimit, l.TrackTCP, l.TrackICMP, l.FlowMapSize, l.TimestampMapSize, l.RingbufSize)
+}
+
+// liveChecks sums the sanity counters of the live windows and notes what
+// looks wrong.
+func liveChecks(res *Result) {
+	var rtts, misses, drops, retrans uint64
+	noTS := 0
+	for _, w := range res.Windows {
+		rtts += w.RTTEvents
+		for _, h := range []*HookCounters{w.Egress, w.Ingress} {
+			if h != nil {
+				misses += h.Misses
+			}
+		}
+		drops += w.DelayDrops + w.IfDrops
+		retrans += uint64(w.BulkRetransmits)
+		if !w.BulkTimestamps {
+			noTS++
+		}
+	}
+	res.Checks["live_rtt_events"] = rtts
+	res.Checks["live_recursion_misses"] = misses
+	res.Checks["live_drops"] = drops
+	res.Checks["live_retransmits"] = retrans
+	if noTS > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("live: %d transfers without TCP timestamps: rttscope had nothing to match", noTS))
+	}
+	if rtts == 0 {
+		res.Notes = append(res.Notes, "live: the monitor reported no RTT sample: the rttscope windows did not exercise the matching path")
+	}
+}

@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// PrintSummary writes readable tables of r: medians with the interquartile
+// range, and for the rttscope programs the difference to the empty
+// program and the ratio.
+func PrintSummary(w io.Writer, r *Result) error {
+	m := r.Machine
+	dirty := ""
+	if m.Dirty {
+		dirty = "-dirty"
+	}
+	fmt.Fprintf(w, "rttscope bench %s: commit %s%s, kernel %s, %s x%d, %s\n",
+		m.Date, m.Commit, dirty, m.Kernel, m.CPUModel, m.NProc, m.GoVersion)
+	fmt.Fprintf(w, "cells: median (q1-q3) over %d reps; rttscope cells add +delta and xratio against the empty program\n", r.Settings.Reps)
+
+	if r.Settings.TestRunPhase {
+		fmt.Fprintf(w, "\nBPF_PROG_TEST_RUN, ns per run (no traffic, bpf_stats off; repeat %d; *: single runs, median of %d, timer overhead included)\n",
+			r.Settings.Repeat, r.Settings.Pairs)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PACKET\tEMPTY\tRTTSCOPE EGRESS\tRTTSCOPE INGRESS\t")
+		for _, c := range r.cases(GroupTestRun) {
+			name := c
+			if s := r.Lookup(seriesID(GroupTestRun, c, ProgEmpty, "", MetricNsPerRun)); s != nil && strings.HasPrefix(s.Mode, "single") {
+				name += " *"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", name,
+				r.cell(seriesID(GroupTestRun, c, ProgEmpty, "", MetricNsPerRun), 1),
+				r.cell(seriesID(GroupTestRun, c, ProgRttscope, "egress", MetricNsPerRun), 1),
+				r.cell(seriesID(GroupTestRun, c, ProgRttscope, "ingress", MetricNsPerRun), 1))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if s := r.Lookup(seriesID(GroupTestRun, CaseStatsOn, ProgEmpty, "", MetricNsPerRun)); s != nil && s.Compare != nil {
+			fmt.Fprintf(w, "(%s: the same frame with bpf_stats on; its EMPTY cell compares with bpf_stats off: the accounting costs %.1f ns per run here)\n",
+				CaseStatsOn, s.Compare.Delta)
+		}
+	}
+
+	if r.Settings.LivePhase && len(r.Windows) > 0 {
+		fmt.Fprintf(w, "\nlive TCP bulk through the middlebox (%s, %s on %s; path %s, pacing %s; %s per window after %s warm-up; bpf_stats via %s)\n",
+			r.Settings.Attach, r.Settings.DelayMethod+" delay", r.Settings.LiveInterface, r.Settings.Path, r.Settings.Pacing,
+			r.Settings.Duration, r.Settings.Warmup, r.Settings.StatsMethod)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PROGRAM\tEGRESS ns/pkt\tINGRESS ns/pkt\tEGRESS pkt/s\tINGRESS pkt/s\tMbit/s\t")
+		for _, p := range []string{ProgNone, ProgEmpty, ProgRttscope} {
+			if r.Lookup(seriesID(GroupLive, CaseTCPBulk, p, "", MetricThroughput)) == nil {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", p,
+				r.cell(seriesID(GroupLive, CaseTCPBulk, p, "egress", MetricNsPerPacket), 1),
+				r.cell(seriesID(GroupLive, CaseTCPBulk, p, "ingress", MetricNsPerPacket), 1),
+				r.cell(seriesID(GroupLive, CaseTCPBulk, p, "egress", MetricPacketsPerS), 0),
+				r.cell(seriesID(GroupLive, CaseTCPBulk, p, "ingress", MetricPacketsPerS), 0),
+				r.cell(seriesID(GroupLive, CaseTCPBulk, p, "", MetricThroughput), 0))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "(live ns/pkt = delta run_time_ns / delta run_cnt: the empty and rttscope rows carry the same accounting bias, so the +delta is rttscope's own cost;")
+		fmt.Fprintln(w, " pkt/s and Mbit/s of the programs compare with none; per-window CPU busy/steal and counters are in the JSON)")
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
+}
+
+func seriesID(group, cas, prog, hook, metric string) string {
+	return (&Series{Group: group, Case: cas, Program: prog, Hook: hook, Metric: metric}).ID()
+}
+
+// cases returns the distinct cases of a group in order of first use.
+func (r *Result) cases(group string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range r.Series {
+		if s.Group == group && !seen[s.Case] {
+			seen[s.Case] = true
+			out = append(out, s.Case)
+		}
+	}
+	return out
+}
+
+// cell renders a series as "median (q1-q3)" plus "+delta xratio" when it
+// has a baseline; "-" when it does not exist or holds no value.
+func (r *Result) cell(id string, prec int) string {
+	s := r.Lookup(id)
+	if s == nil || s.Summary.N == 0 {
+		return "-"
+	}
+	f := func(v float64) string { return fmt.Sprintf("%.*f", prec, v) }
+	sm := s.Summary
+	out := fmt.Sprintf("%s (%s-%s)", f(sm.Median), f(sm.Q1), f(sm.Q3))
+	if c := s.Compare; c != nil {
+		d := f(c.Delta)
+		if strings.Trim(d, "-0.") == "" {
+			d = f(0) // no "-0"
+		}
+		if !strings.HasPrefix(d, "-") {
+			d = "+" + d
+		}
+		out += fmt.Sprintf(" %s x%.2f", d, c.Ratio)
+	}
+	if s.Missing > 0 {
+		out += fmt.Sprintf(" [%d missing]", s.Missing)
+	}
+	return out
+}

@@ -1,0 +1,386 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/rttscope/rttscope/internal/loader"
+	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/probe"
+)
+
+// Packet types of the TEST_RUN micro-benchmark.
+const (
+	CaseTCPData     = "tcp-data-ts"     // MSS data segment, TSval already seen
+	CaseTCPPureACK  = "tcp-pure-ack"    // pure ACK, TSecr matches nothing
+	CaseICMPEcho    = "icmp-echo"       // ICMP echo request, seq already seen
+	CaseIPv6ExtData = "ipv6-ext-tcp-ts" // IPv6 + hop-by-hop + dest opts + TCP data
+	CaseNonIP       = "non-ip-arp"      // ARP frame
+	CaseTCPNewTS    = "tcp-data-new-ts" // data segment with a new TSval: stored
+	CaseTCPACKMatch = "tcp-ack-match"   // ACK echoing a stored TSval: RTT event
+	// CaseStatsOn is tcp-data-ts again with bpf_stats switched on for the
+	// call: its empty program, compared with the empty program of
+	// tcp-data-ts, is what the accounting adds to every run.
+	CaseStatsOn = "tcp-data-ts+bpf_stats"
+)
+
+// packetCase is a frame run with a large repeat count. Repeating one frame
+// means every run after the first sees the state the first run left, so
+// these are the steady-state paths (documented per case).
+type packetCase struct {
+	name  string
+	frame []byte
+}
+
+// Addresses of the crafted packets (the lab's client and server, though
+// TEST_RUN sends nothing anywhere).
+var (
+	benchClient4 = netip.MustParseAddr("10.10.0.2")
+	benchServer4 = netip.MustParseAddr("10.20.0.2")
+	benchClient6 = netip.MustParseAddr("fd00:10::2")
+	benchServer6 = netip.MustParseAddr("fd00:20::2")
+)
+
+const (
+	serverPort   = 5201
+	portRepeat   = 40001 // flow of the repeat cases
+	portPairs    = 40002 // flow of the data/ACK pairs
+	portIPv6     = 40003
+	dataTSval    = 1000
+	mssPayload4  = 1448 // 1500 - 20 (IPv4) - 32 (TCP with TS)
+	mssPayload6  = 1412 // 1500 - 40 (IPv6) - 16 (two ext headers) - 32
+	echoID       = 0x5254
+	pairTSvalLow = 1 << 20
+)
+
+func payload(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('a' + i%26)
+	}
+	return b
+}
+
+func tcpFrame(src, dst netip.Addr, sport, dport uint16, ext []pktcraft.ExtHeader, seg pktcraft.TCP) ([]byte, error) {
+	seg.SrcPort, seg.DstPort = sport, dport
+	return pktcraft.Packet{Src: src, Dst: dst, IPv6ExtHeaders: ext, TCP: &seg, DF: src.Is4()}.Bytes()
+}
+
+// repeatCases builds the frames of the repeat-mode cases.
+func repeatCases() ([]packetCase, error) {
+	var cases []packetCase
+	add := func(name string, b []byte, err error) error {
+		if err != nil {
+			return fmt.Errorf("craft %s: %w", name, err)
+		}
+		cases = append(cases, packetCase{name, b})
+		return nil
+	}
+	data, err := tcpFrame(benchClient4, benchServer4, portRepeat, serverPort, nil,
+		pktcraft.TCP{ACK: true, PSH: true, Seq: 1, Ack: 1, Window: 502, TSval: dataTSval, TSecr: 500, Payload: payload(mssPayload4)})
+	if err := add(CaseTCPData, data, err); err != nil {
+		return nil, err
+	}
+	// TSecr 999 was never sent: the lookup misses while the data
+	// packet's timestamp stays outstanding.
+	ack, err := tcpFrame(benchServer4, benchClient4, serverPort, portRepeat, nil,
+		pktcraft.TCP{ACK: true, Seq: 1, Ack: 1 + mssPayload4, Window: 502, TSval: 600, TSecr: dataTSval - 1})
+	if err := add(CaseTCPPureACK, ack, err); err != nil {
+		return nil, err
+	}
+	echo, err := pktcraft.Packet{Src: benchClient4, Dst: benchServer4, DF: true,
+		ICMPEcho: &pktcraft.ICMPEcho{ID: echoID, Seq: 1, Payload: payload(56)}}.Bytes()
+	if err := add(CaseICMPEcho, echo, err); err != nil {
+		return nil, err
+	}
+	v6, err := tcpFrame(benchClient6, benchServer6, portIPv6, serverPort,
+		[]pktcraft.ExtHeader{pktcraft.HopByHop(), pktcraft.DestOpts()},
+		pktcraft.TCP{ACK: true, PSH: true, Seq: 1, Ack: 1, Window: 502, TSval: dataTSval, TSecr: 500, Payload: payload(mssPayload6)})
+	if err := add(CaseIPv6ExtData, v6, err); err != nil {
+		return nil, err
+	}
+	arp := make([]byte, 28)
+	copy(arp, []byte{0, 1, 8, 0, 6, 4, 0, 1}) // Ethernet/IPv4 request
+	nonIP, err := pktcraft.Packet{EtherType: pktcraft.EtherTypeARP, L3Payload: arp}.Bytes()
+	if err := add(CaseNonIP, nonIP, err); err != nil {
+		return nil, err
+	}
+	return cases, nil
+}
+
+// pairFrames returns a data segment carrying tsval and the pure ACK that
+// echoes it, on the pairs flow.
+func pairFrames(tsval uint32) (data, ack []byte, err error) {
+	data, err = tcpFrame(benchClient4, benchServer4, portPairs, serverPort, nil,
+		pktcraft.TCP{ACK: true, PSH: true, Seq: tsval, Ack: 1, Window: 502, TSval: tsval, TSecr: 500, Payload: payload(mssPayload4)})
+	if err != nil {
+		return nil, nil, err
+	}
+	ack, err = tcpFrame(benchServer4, benchClient4, serverPort, portPairs, nil,
+		pktcraft.TCP{ACK: true, Seq: 1, Ack: tsval + mssPayload4, Window: 502, TSval: 600, TSecr: tsval})
+	return data, ack, err
+}
+
+// TestRunConfig is the BPF configuration of the TEST_RUN phase: the
+// monitor's defaults with ICMP tracking on (so the echo case takes the
+// ICMP path) and no rate limit (so every data/ACK pair is timestamped
+// and matched, microseconds apart).
+func TestRunConfig() loader.Config {
+	c := loader.DefaultConfig()
+	c.TrackICMP = true
+	c.RateLimit = 0
+	return c
+}
+
+type testRunner struct {
+	objs  *loader.Objects
+	empty probe.EmptyObjects
+	rb    *ringbuf.Reader
+	rec   ringbuf.Record
+}
+
+func newTestRunner() (*testRunner, error) {
+	objs, err := loader.Load(TestRunConfig())
+	if err != nil {
+		return nil, err
+	}
+	t := &testRunner{objs: objs}
+	if err := probe.LoadEmptyObjects(&t.empty, nil); err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("load empty program: %w", err)
+	}
+	if t.rb, err = ringbuf.NewReader(objs.Events); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("open ring buffer: %w", err)
+	}
+	return t, nil
+}
+
+func (t *testRunner) Close() {
+	if t.rb != nil {
+		t.rb.Close()
+	}
+	t.empty.Close()
+	t.objs.Close()
+}
+
+// drain discards the events the programs produced.
+func (t *testRunner) drain() (n uint64, err error) {
+	for t.rb.AvailableBytes() > 0 {
+		if err := t.rb.ReadInto(&t.rec); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+type runProg struct {
+	prog string // ProgEmpty or ProgRttscope
+	hook string // "" for the empty program
+	p    *ebpf.Program
+}
+
+// benchOnce runs p on frame repeat times in one BPF_PROG_TEST_RUN and
+// returns the kernel's mean ns per run.
+func benchOnce(p *ebpf.Program, frame []byte, repeat int) (float64, error) {
+	_, d, err := p.Benchmark(frame, repeat, nil)
+	if err != nil {
+		return 0, err
+	}
+	return float64(d) / float64(time.Nanosecond), nil
+}
+
+// runTestRun is the TEST_RUN phase: every repeat case on the empty,
+// egress and ingress programs, then the data/ACK pairs, once per rep.
+func runTestRun(ctx context.Context, o *Options, res *Result) error {
+	cases, err := repeatCases()
+	if err != nil {
+		return err
+	}
+	t, err := newTestRunner()
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	progs := []runProg{
+		{ProgEmpty, "", t.empty.EmptyTc},
+		{ProgRttscope, "egress", t.objs.RttscopeTcEgress},
+		{ProgRttscope, "ingress", t.objs.RttscopeTcIngress},
+	}
+	mode := fmt.Sprintf("repeat=%d", o.Repeat)
+
+	// Warm-up, egress first: it opens the flows and stores the data
+	// packets' timestamps, the state every later run finds.
+	o.progress("test_run: warm-up")
+	warm := max(o.Repeat/10, 1)
+	for _, c := range cases {
+		for _, p := range []runProg{progs[1], progs[2], progs[0]} {
+			if _, err := benchOnce(p.p, c.frame, warm); err != nil {
+				return fmt.Errorf("TEST_RUN %s on %s: %w", c.name, p.p, err)
+			}
+		}
+	}
+	if _, _, err := t.pairs(0, min(o.Pairs, 100)); err != nil {
+		return err
+	}
+	if _, err := t.drain(); err != nil {
+		return err
+	}
+
+	var pairsRun, pairsMatched uint64
+	for rep := 0; rep < o.Reps; rep++ {
+		start := time.Now()
+		for _, c := range cases {
+			for _, p := range rotate(progs, rep) {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				v, err := benchOnce(p.p, c.frame, o.Repeat)
+				if err != nil {
+					return fmt.Errorf("TEST_RUN %s on %s: %w", c.name, p.p, err)
+				}
+				s := res.series(GroupTestRun, c.name, p.prog, p.hook, MetricNsPerRun, "ns", mode)
+				if p.prog != ProgEmpty {
+					s.Baseline = (&Series{Group: GroupTestRun, Case: c.name, Program: ProgEmpty, Metric: MetricNsPerRun}).ID()
+				}
+				s.Add(v)
+			}
+		}
+		if err := statsOverhead(cases[0].frame, progs[:2], rep, o.Repeat, mode, res); err != nil {
+			return err
+		}
+		if o.Pairs > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			med, matched, err := t.pairs(pairTSvalLow+uint32(rep+1)*uint32(o.Pairs), o.Pairs)
+			if err != nil {
+				return err
+			}
+			pairsRun += uint64(o.Pairs)
+			pairsMatched += matched
+			pmode := fmt.Sprintf("single run (repeat=1), median of %d", o.Pairs)
+			for i, k := range []struct{ cas, prog, hook string }{
+				{CaseTCPNewTS, ProgEmpty, ""}, {CaseTCPNewTS, ProgRttscope, "egress"},
+				{CaseTCPACKMatch, ProgEmpty, ""}, {CaseTCPACKMatch, ProgRttscope, "ingress"},
+			} {
+				s := res.series(GroupTestRun, k.cas, k.prog, k.hook, MetricNsPerRun, "ns", pmode)
+				if k.prog != ProgEmpty {
+					s.Baseline = (&Series{Group: GroupTestRun, Case: k.cas, Program: ProgEmpty, Metric: MetricNsPerRun}).ID()
+				}
+				s.Add(med[i])
+			}
+		}
+		o.progress("test_run: rep %d/%d done in %v", rep+1, o.Reps, time.Since(start).Round(time.Millisecond))
+	}
+	res.Checks["test_run_pairs"] = pairsRun
+	res.Checks["test_run_pairs_rtt_events"] = pairsMatched
+	if o.Pairs > 0 && pairsMatched != pairsRun {
+		res.Notes = append(res.Notes, fmt.Sprintf(
+			"test_run: only %d of %d data/ACK pairs produced an RTT event; tcp-ack-match is partly the miss path", pairsMatched, pairsRun))
+	}
+	return nil
+}
+
+// statsOverhead runs the empty and the egress program on the data frame
+// with bpf_stats on (turned off again before it returns). The empty
+// program's baseline is its run with the stats off, so the difference is
+// the accounting's cost per run.
+func statsOverhead(frame []byte, progs []runProg, rep, repeat int, mode string, res *Result) (err error) {
+	restore, _, err := enableStats()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := restore(); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	for _, p := range rotate(progs, rep) {
+		v, err := benchOnce(p.p, frame, repeat)
+		if err != nil {
+			return fmt.Errorf("TEST_RUN %s with bpf_stats on %s: %w", CaseStatsOn, p.p, err)
+		}
+		s := res.series(GroupTestRun, CaseStatsOn, p.prog, p.hook, MetricNsPerRun, "ns", mode+", bpf_stats on")
+		if p.prog == ProgEmpty {
+			s.Baseline = seriesID(GroupTestRun, CaseTCPData, ProgEmpty, "", MetricNsPerRun)
+		} else {
+			s.Baseline = seriesID(GroupTestRun, CaseStatsOn, ProgEmpty, "", MetricNsPerRun)
+		}
+		s.Add(v)
+	}
+	return nil
+}
+
+// pairs runs n data/ACK pairs, each frame once (repeat=1): the data
+// segment carries a new TSval (stored in the timestamp map), the ACK
+// echoes it (matched: RTT event). The empty program runs on the same two
+// frames next to them. It returns the median single-run ns of empty(data),
+// egress(data), empty(ack), ingress(ack) and how many RTT events the ACKs
+// produced.
+func (t *testRunner) pairs(tsBase uint32, n int) (med [4]float64, matched uint64, err error) {
+	if n <= 0 {
+		return med, 0, nil
+	}
+	before, err := t.objs.Counters()
+	if err != nil {
+		return med, 0, err
+	}
+	vals := make([][]float64, 4)
+	for i := range vals {
+		vals[i] = make([]float64, 0, n)
+	}
+	for i := 0; i < n; i++ {
+		data, ack, err := pairFrames(tsBase + uint32(i))
+		if err != nil {
+			return med, 0, fmt.Errorf("craft pair: %w", err)
+		}
+		for j, run := range []struct {
+			p     *ebpf.Program
+			frame []byte
+		}{
+			{t.empty.EmptyTc, data}, {t.objs.RttscopeTcEgress, data},
+			{t.empty.EmptyTc, ack}, {t.objs.RttscopeTcIngress, ack},
+		} {
+			v, err := benchOnce(run.p, run.frame, 1)
+			if err != nil {
+				return med, 0, fmt.Errorf("TEST_RUN pair on %s: %w", run.p, err)
+			}
+			vals[j] = append(vals[j], v)
+		}
+		if i%512 == 511 {
+			if _, err := t.drain(); err != nil {
+				return med, 0, err
+			}
+		}
+	}
+	after, err := t.objs.Counters()
+	if err != nil {
+		return med, 0, err
+	}
+	if _, err := t.drain(); err != nil {
+		return med, 0, err
+	}
+	for j := range vals {
+		med[j] = Median(vals[j])
+	}
+	return med, after.RttEvents - before.RttEvents, nil
+}
+
+// rotate returns progs rotated left by k, so that each configuration
+// takes every position of the interleaved order in turn.
+func rotate[T any](progs []T, k int) []T {
+	n := len(progs)
+	if n == 0 {
+		return nil
+	}
+	k %= n
+	return append(append([]T(nil), progs[k:]...), progs[:k]...)
+}
