@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/testbin"
 )
 
 // cliBin is the rttscope binary TestMain builds for the command-line tests.
@@ -34,22 +34,13 @@ func cliTestMain(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "removed stale lab namespaces %v (%v)\n", removed, err)
 		}
 	}
-	dir, err := os.MkdirTemp("", "rttscope-cli-test-")
+	bin, cleanup, err := testbin.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	// Traversable by the unprivileged user of TestCLINotRoot.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cliBin = filepath.Join(dir, "rttscope")
-	if out, err := exec.Command("go", "build", "-o", cliBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		return 1
-	}
+	defer cleanup()
+	cliBin = bin
 	code := m.Run()
 	if cliLab != nil {
 		if err := cliLab.Close(); err != nil {

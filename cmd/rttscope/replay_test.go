@@ -281,6 +281,7 @@ func TestReplayUsageErrors(t *testing.T) {
 // packets before it, exit code 1.
 func TestReplayBinary(t *testing.T) {
 	replayNeedRoot(t)
+	bin := cliBin // built by TestMain, runnable as nobody
 	// A directory others can read: the last check runs the binary as nobody.
 	dir, err := os.MkdirTemp("", "rttscope-replay-test-")
 	if err != nil {
@@ -288,10 +289,6 @@ func TestReplayBinary(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, "rttscope")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	run := func(args ...string) (stdout, stderr string, code int) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)

@@ -31,6 +31,7 @@ import (
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/monitor"
+	"github.com/rttscope/rttscope/internal/stats"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -309,7 +310,7 @@ func runTraffic(ctx context.Context, l *lab.Lab, cfg Config, res *Result, progre
 		}
 	}
 	for i := range rtts {
-		res.Paths[i].PingMedian = median(rtts[i])
+		res.Paths[i].PingMedian = stats.Median(rtts[i])
 	}
 	if err := errors.Join(errs...); err != nil || ctx.Err() != nil {
 		return err
@@ -350,9 +351,9 @@ func (r *Result) summarise(samples []events.RTT) {
 				leg = append(leg, s.RTT)
 			}
 		}
-		p.ICMPMedian, p.ICMPSamples = median(icmp), len(icmp)
-		p.TCPMedian, p.TCPSamples = median(tcp), len(tcp)
-		p.ClientLegMedian, p.ClientLegSamples = median(leg), len(leg)
+		p.ICMPMedian, p.ICMPSamples = stats.Median(icmp), len(icmp)
+		p.TCPMedian, p.TCPSamples = stats.Median(tcp), len(tcp)
+		p.ClientLegMedian, p.ClientLegSamples = stats.Median(leg), len(leg)
 	}
 }
 
@@ -379,19 +380,6 @@ func fmtMs(d time.Duration) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f ms", float64(d)/1e6)
-}
-
-// median returns the median (0 for no values).
-func median(d []time.Duration) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // recorder is the monitor's output: it keeps the RTT samples for the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
+	"github.com/rttscope/rttscope/internal/stats"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -55,8 +56,8 @@ func TestLabICMPMatchesPinger(t *testing.T) {
 		diffs := checkPingPairs(t, tg, evs, count, interval, icmpTolerance)
 		all = append(all, diffs...)
 		t.Logf("path %d (%v) %s: pinger median %s (%d replies), monitor median %s (%d samples); |monitor-pinger| %s",
-			path, sharedRTT[path], tg.dst, ms(medianDur(pingRTTs(tg.replies))), len(tg.replies),
-			ms(medianDur(sampleRTTs(evs))), len(evs), fmtStats(diffs))
+			path, sharedRTT[path], tg.dst, ms(stats.Median(pingRTTs(tg.replies))), len(tg.replies),
+			ms(stats.Median(sampleRTTs(evs))), len(evs), fmtStats(diffs))
 		if len(evs) == 0 {
 			t.Errorf("%s: no monitor samples", tg.dst)
 		}
@@ -143,12 +144,12 @@ func TestLabTCPBulkMedian(t *testing.T) {
 		conf := sharedRTT[f.path]
 		var baseRTT time.Duration
 		if b := base[f.path]; b.err == nil && len(b.replies) > 0 {
-			baseRTT = max(0, medianDur(pingRTTs(b.replies))-conf)
+			baseRTT = max(0, stats.Median(pingRTTs(b.replies))-conf)
 		} else {
 			t.Errorf("base ping of path %d: %v (%d replies)", f.path, b.err, len(b.replies))
 		}
 		want := conf + baseRTT
-		got := medianDur(sampleRTTs(evs))
+		got := stats.Median(sampleRTTs(evs))
 		t.Logf("path %d %s: %d bytes acked in %v, %d retransmits, kernel srtt %v; %d samples, median %s, min %s; configured %v + base %s = %s",
 			f.path, f.dst, f.res.Bytes, f.res.Duration.Round(time.Millisecond), f.res.Retransmits, f.res.SRTT,
 			len(evs), ms(got), ms(slicesMin(sampleRTTs(evs))), conf, ms(baseRTT), ms(want))

@@ -18,6 +18,7 @@ import (
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
+	"github.com/rttscope/rttscope/internal/stats"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -151,18 +152,6 @@ func pairByReplyTime(evs []events.RTT, pings []traffic.PingReply, window time.Du
 	}
 	sort.Slice(pairs, func(a, b int) bool { return pairs[a].ping.Seq < pairs[b].ping.Seq })
 	return pairs, lonelyEv, lonelyPing
-}
-
-func medianDur(d []time.Duration) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func pingRTTs(rs []traffic.PingReply) []time.Duration {
@@ -385,5 +374,5 @@ func fmtStats(d []time.Duration) string {
 	}
 	s := slices.Clone(d)
 	slices.Sort(s)
-	return fmt.Sprintf("n=%d median %s p90 %s max %s", len(s), ms(medianDur(s)), ms(s[int(math.Ceil(0.9*float64(len(s))))-1]), ms(s[len(s)-1]))
+	return fmt.Sprintf("n=%d median %s p90 %s max %s", len(s), ms(stats.Median(s)), ms(s[int(math.Ceil(0.9*float64(len(s))))-1]), ms(s[len(s)-1]))
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/testbin"
 )
 
 // binPath is the rttscope binary built by TestMain (empty when not root:
@@ -32,18 +32,13 @@ func testMain(m *testing.M) int {
 		if removed, err := lab.CleanupStale(); len(removed) > 0 || err != nil {
 			fmt.Fprintf(os.Stderr, "removed stale lab namespaces %v (%v)\n", removed, err)
 		}
-		dir, err := os.MkdirTemp("", "rttscope-monitor-test-")
+		bin, cleanup, err := testbin.Build()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		defer os.RemoveAll(dir)
-		binPath = filepath.Join(dir, "rttscope")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/rttscope/rttscope/cmd/rttscope")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build rttscope: %v\n%s", err, out)
-			return 1
-		}
+		defer cleanup()
+		binPath = bin
 	}
 	code := m.Run()
 	closeSharedLab()
