@@ -54,7 +54,7 @@ int rttscope_cleanup_flows(struct bpf_iter__bpf_map_elem *ctx)
 		return 0;
 
 	key = *kp;
-	if (!fs->closing_sent)
+	if (!fs->closing_sent && !cfg_aggregate)
 		send_timeout_event(&key, fs, now, c);
 	if (bpf_map_delete_elem(&flow_map, &key) == 0) {
 		c->flows_timed_out++;

@@ -39,4 +39,7 @@
  * (offset + header size must stay below 64 KiB). */
 #define MAX_L4_OFFSET		4096
 
+/* errno values the map helpers return, negated. */
+#define E2BIG_ERR	7
+
 #endif /* RTTSCOPE_COMMON_H */

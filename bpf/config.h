@@ -28,5 +28,15 @@ volatile const bool cfg_have_l3_ifaces = false;
 volatile const __u64 cfg_tcp_flow_timeout_ns = 300 * NS_PER_SEC;
 volatile const __u64 cfg_other_flow_timeout_ns = 30 * NS_PER_SEC;
 volatile const __u64 cfg_ts_timeout_ns = 10 * NS_PER_SEC;
+/* Aggregated mode: RTT samples and traffic go into per-prefix histograms and
+ * counters (agg.h) instead of per-sample events; no flow events either. */
+volatile const bool cfg_aggregate = false;
+/* Prefix lengths of the aggregation keys. */
+volatile const __u32 cfg_agg_prefix_v4 = 24;
+volatile const __u32 cfg_agg_prefix_v6 = 48;
+/* Key RTTs on the destination of the reply (the host that sent the
+ * timestamped packet) instead of its source; traffic likewise on the local
+ * side instead of the remote one. */
+volatile const bool cfg_agg_reverse = false;
 
 #endif /* RTTSCOPE_CONFIG_H */

@@ -74,6 +74,10 @@ struct counters {
 	__u64 ts_deleted;
 	__u64 ts_map_full;
 	__u64 ts_expired;
+	__u64 flows_evicted;	/* replaced to make room (evict.h) */
+	__u64 ts_evicted;
+	__u64 agg_samples;	/* RTT samples added to a histogram */
+	__u64 agg_map_full;	/* updates lost: no room for a new prefix */
 };
 
 #endif /* RTTSCOPE_EVENTS_H */

@@ -23,6 +23,7 @@ struct packet_info {
 	__u32 l4_offset;	/* bytes from the IP header to the L4 header */
 	__u32 ifindex;
 	bool is_egress;
+	bool l3_valid;		/* addresses, l3_len, ip_tos and proto are set */
 	bool pid_valid;		/* pid.identifier should be timestamped */
 	bool reply_valid;	/* reply_id answers an earlier identifier */
 	__u8 event_type;	/* enum flow_event_type caused by this packet */

@@ -9,8 +9,9 @@
 #include "parse.h"
 #include "id_tcp_ts.h"
 #include "id_icmp_echo.h"
+#include "agg.h"
+#include "evict.h"
 
-#define E2BIG_ERR	7
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -37,6 +38,7 @@ static __always_inline int parse_packet(struct parsing_context *pctx,
 
 	p->l4_offset = pos - l3;
 	p->pid.flow.proto = l4proto;
+	p->l3_valid = true;
 
 	if (l4proto == IPPROTO_TCP && cfg_track_tcp)
 		return parse_tcp_identifier(pctx, pos, p);
@@ -84,6 +86,8 @@ static __always_inline void send_flow_event(struct packet_info *p,
 {
 	struct flow_event *e;
 
+	if (cfg_aggregate)
+		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		c->ringbuf_full++;
@@ -156,6 +160,8 @@ get_flow(struct packet_info *p, struct network_tuple *key, __u32 side,
 	init.opener = side;
 	init.last_seen = p->time;
 	ret = bpf_map_update_elem(&flow_map, key, &init, BPF_NOEXIST);
+	if (ret == -E2BIG_ERR && evict_flow(p->time))
+		ret = bpf_map_update_elem(&flow_map, key, &init, BPF_NOEXIST);
 	if (ret == -E2BIG_ERR) {
 		c->flow_map_full++;
 		return NULL;
@@ -165,6 +171,7 @@ get_flow(struct packet_info *p, struct network_tuple *key, __u32 side,
 		return fs;	/* another CPU created it first */
 
 	c->flows_created++;
+	remember_flow(key);
 	*new_flow = true;
 	reason = p->event_type == FLOW_EVENT_OPENING ?
 			 p->event_reason : EVENT_REASON_FIRST_OBS_PCKT;
@@ -212,9 +219,13 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 	snd->last_timestamp = p->time;
 
 	ret = bpf_map_update_elem(&ts_map, &p->pid, &p->time, BPF_NOEXIST);
+	if (ret == -E2BIG_ERR && evict_ts(p->time))
+		ret = bpf_map_update_elem(&ts_map, &p->pid, &p->time,
+					  BPF_NOEXIST);
 	if (ret == 0) {
 		__sync_fetch_and_add(&snd->outstanding, 1);
 		c->ts_created++;
+		remember_ts(&p->pid);
 	} else if (ret == -E2BIG_ERR) {
 		c->ts_map_full++;
 	}
@@ -249,7 +260,10 @@ static __always_inline void match_packet(struct packet_info *p,
 	if (!orig->min_rtt || rtt < orig->min_rtt)
 		orig->min_rtt = rtt;
 	orig->srtt = update_srtt(orig->srtt, rtt);
-	send_rtt_event(p, orig, rtt, c);
+	if (cfg_aggregate)
+		agg_add_rtt(p, rtt);
+	else
+		send_rtt_event(p, orig, rtt, c);
 }
 
 static __always_inline void close_flow(struct packet_info *p,
@@ -287,6 +301,7 @@ static __always_inline void handle_packet(void *ctx,
 	struct counters *c;
 	bool new_flow = false;
 	__u32 side, self;
+	int ret;
 
 	c = get_counters();
 	if (!c)
@@ -296,7 +311,10 @@ static __always_inline void handle_packet(void *ctx,
 	p.time = now;
 	p.is_egress = is_egress;
 	p.ifindex = pctx->ifindex;
-	if (parse_packet(pctx, &p) < 0)
+	ret = parse_packet(pctx, &p);
+	if (cfg_aggregate && p.l3_valid)
+		agg_count_packet(&p);
+	if (ret < 0)
 		return;
 
 	side = canonical_tuple(&p.pid.flow, &key);

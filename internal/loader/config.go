@@ -32,7 +32,26 @@ type Config struct {
 	TCPFlowTimeout, OtherFlowTimeout, TimestampTimeout time.Duration
 	// Map sizes (entries) and ring buffer size (bytes, power of 2).
 	FlowMapSize, TimestampMapSize, RingbufSize uint32
+	// Aggregate switches to aggregated mode: per-prefix histograms and
+	// traffic counters in the kernel, no per-sample or flow events.
+	Aggregate bool
+	// AggPrefixV4 and AggPrefixV6 are the prefix lengths of the
+	// aggregation keys; AggReverse keys RTTs on the reply's destination.
+	AggPrefixV4, AggPrefixV6 uint8
+	AggReverse               bool
+	// PrefixMapSize is how many prefixes one interval holds (two maps of
+	// this size exist when Aggregate is set).
+	PrefixMapSize uint32
 }
+
+// Default map sizes: together they hold 100,000 concurrent flows in less
+// than 64 MiB of kernel memory on a 2-CPU machine (see MemoryUsage and
+// docs/aggregation.md).
+const (
+	DefaultFlowMapSize      = 102400
+	DefaultTimestampMapSize = 131072
+	DefaultPrefixMapSize    = 1024
+)
 
 // DefaultConfig returns ePPing's defaults: TCP only, 100 ms rate limit.
 func DefaultConfig() Config {
@@ -42,9 +61,12 @@ func DefaultConfig() Config {
 		TCPFlowTimeout:   300 * time.Second,
 		OtherFlowTimeout: 30 * time.Second,
 		TimestampTimeout: 10 * time.Second,
-		FlowMapSize:      65536,
-		TimestampMapSize: 131072,
+		FlowMapSize:      DefaultFlowMapSize,
+		TimestampMapSize: DefaultTimestampMapSize,
 		RingbufSize:      4 << 20,
+		AggPrefixV4:      24,
+		AggPrefixV6:      48,
+		PrefixMapSize:    DefaultPrefixMapSize,
 	}
 }
 
@@ -61,6 +83,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("timeouts must be > 0")
 	case c.FlowMapSize == 0 || c.TimestampMapSize == 0:
 		return fmt.Errorf("map sizes must be > 0")
+	case c.AggPrefixV4 > 32 || c.AggPrefixV6 > 128:
+		return fmt.Errorf("aggregation prefix lengths must be <= 32 (IPv4) and <= 128 (IPv6)")
+	case c.Aggregate && c.PrefixMapSize == 0:
+		return fmt.Errorf("prefix map size must be > 0")
 	case c.RingbufSize < 4096 || c.RingbufSize&(c.RingbufSize-1) != 0:
 		return fmt.Errorf("ring buffer size must be a power of two >= 4096, got %d", c.RingbufSize)
 	}

@@ -27,6 +27,10 @@ func (o *Objects) Counters() (probe.RttscopeCounters, error) {
 		sum.TsDeleted += c.TsDeleted
 		sum.TsMapFull += c.TsMapFull
 		sum.TsExpired += c.TsExpired
+		sum.FlowsEvicted += c.FlowsEvicted
+		sum.TsEvicted += c.TsEvicted
+		sum.AggSamples += c.AggSamples
+		sum.AggMapFull += c.AggMapFull
 	}
 	return sum, nil
 }

@@ -66,6 +66,10 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		"cfg_tcp_flow_timeout_ns":   uint64(cfg.TCPFlowTimeout),
 		"cfg_other_flow_timeout_ns": uint64(cfg.OtherFlowTimeout),
 		"cfg_ts_timeout_ns":         uint64(cfg.TimestampTimeout),
+		"cfg_aggregate":             cfg.Aggregate,
+		"cfg_agg_prefix_v4":         uint32(cfg.AggPrefixV4),
+		"cfg_agg_prefix_v6":         uint32(cfg.AggPrefixV6),
+		"cfg_agg_reverse":           cfg.AggReverse,
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]
@@ -79,6 +83,13 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	spec.Maps["flow_map"].MaxEntries = cfg.FlowMapSize
 	spec.Maps["ts_map"].MaxEntries = cfg.TimestampMapSize
 	spec.Maps["events"].MaxEntries = cfg.RingbufSize
+	// Without aggregation the prefix maps are never written: one entry.
+	prefixes := uint32(1)
+	if cfg.Aggregate {
+		prefixes = cfg.PrefixMapSize
+	}
+	spec.Maps["agg_map0"].MaxEntries = prefixes
+	spec.Maps["agg_map1"].MaxEntries = prefixes
 	return nil
 }
 

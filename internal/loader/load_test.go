@@ -22,6 +22,13 @@ func TestLoadPassesVerifier(t *testing.T) {
 		"replay":    func(c *Config) { c.Replay, c.TrackICMP = true, true },
 		"rtt-rate":  func(c *Config) { c.RTTRate, c.RTTRateUseSRTT = 0.5, true },
 		"rate-zero": func(c *Config) { c.RateLimit = 0 },
+		"aggregate": func(c *Config) { c.Aggregate, c.TrackICMP = true, true },
+		"aggregate-replay-reverse": func(c *Config) {
+			c.Aggregate, c.Replay, c.AggReverse, c.AggPrefixV4, c.AggPrefixV6 = true, true, true, 32, 0
+		},
+		"aggregate-all": func(c *Config) {
+			c.Aggregate, c.TrackICMP, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true
+		},
 	}
 	for name, mod := range variants {
 		t.Run(name, func(t *testing.T) {

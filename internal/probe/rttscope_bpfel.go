@@ -13,6 +13,42 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type RttscopeAggKey struct {
+	_      structs.HostLayout
+	Prefix struct {
+		_    structs.HostLayout
+		In6U struct {
+			_       structs.HostLayout
+			U6Addr8 [16]uint8
+		}
+	}
+	Ipv       uint8
+	PrefixLen uint8
+	Reserved  uint16
+}
+
+type RttscopeAggStats struct {
+	_  structs.HostLayout
+	Rx struct {
+		_     structs.HostLayout
+		Pkts  [4]uint64
+		Bytes [4]uint64
+		Ecn   [4]uint64
+	}
+	Tx struct {
+		_     structs.HostLayout
+		Pkts  [4]uint64
+		Bytes [4]uint64
+		Ecn   [4]uint64
+	}
+	RttCount uint64
+	RttSum   uint64
+	RttMin   uint64
+	RttMax   uint64
+	Hist     [865]uint32
+	Reserved uint32
+}
+
 type RttscopeCounters struct {
 	_             structs.HostLayout
 	Packets       uint64
@@ -27,6 +63,10 @@ type RttscopeCounters struct {
 	TsDeleted     uint64
 	TsMapFull     uint64
 	TsExpired     uint64
+	FlowsEvicted  uint64
+	TsEvicted     uint64
+	AggSamples    uint64
+	AggMapFull    uint64
 }
 
 type RttscopeFlowState struct {
@@ -91,16 +131,26 @@ type RttscopePacketId struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	RttscopeMapAggMap0                    = "agg_map0"
+	RttscopeMapAggMap1                    = "agg_map1"
+	RttscopeMapAggZero                    = "agg_zero"
 	RttscopeMapEvents                     = "events"
 	RttscopeMapFlowMap                    = "flow_map"
+	RttscopeMapFlowRing                   = "flow_ring"
 	RttscopeMapL3Ifaces                   = "l3_ifaces"
 	RttscopeMapPercpuCounters             = "percpu_counters"
 	RttscopeMapTsMap                      = "ts_map"
+	RttscopeMapTsRing                     = "ts_ring"
 	RttscopeProgRttscopeCleanupFlows      = "rttscope_cleanup_flows"
 	RttscopeProgRttscopeCleanupTimestamps = "rttscope_cleanup_timestamps"
 	RttscopeProgRttscopeTcEgress          = "rttscope_tc_egress"
 	RttscopeProgRttscopeTcIngress         = "rttscope_tc_ingress"
 	RttscopeProgRttscopeXdpIngress        = "rttscope_xdp_ingress"
+	RttscopeVarAggEpoch                   = "agg_epoch"
+	RttscopeVarCfgAggPrefixV4             = "cfg_agg_prefix_v4"
+	RttscopeVarCfgAggPrefixV6             = "cfg_agg_prefix_v6"
+	RttscopeVarCfgAggReverse              = "cfg_agg_reverse"
+	RttscopeVarCfgAggregate               = "cfg_aggregate"
 	RttscopeVarCfgHaveL3Ifaces            = "cfg_have_l3_ifaces"
 	RttscopeVarCfgIncludeSyn              = "cfg_include_syn"
 	RttscopeVarCfgLocalFilter             = "cfg_local_filter"
@@ -169,17 +219,27 @@ type RttscopeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RttscopeMapSpecs struct {
+	AggMap0        *ebpf.MapSpec `ebpf:"agg_map0"`
+	AggMap1        *ebpf.MapSpec `ebpf:"agg_map1"`
+	AggZero        *ebpf.MapSpec `ebpf:"agg_zero"`
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	FlowMap        *ebpf.MapSpec `ebpf:"flow_map"`
+	FlowRing       *ebpf.MapSpec `ebpf:"flow_ring"`
 	L3Ifaces       *ebpf.MapSpec `ebpf:"l3_ifaces"`
 	PercpuCounters *ebpf.MapSpec `ebpf:"percpu_counters"`
 	TsMap          *ebpf.MapSpec `ebpf:"ts_map"`
+	TsRing         *ebpf.MapSpec `ebpf:"ts_ring"`
 }
 
 // RttscopeVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RttscopeVariableSpecs struct {
+	AggEpoch              *ebpf.VariableSpec `ebpf:"agg_epoch"`
+	CfgAggPrefixV4        *ebpf.VariableSpec `ebpf:"cfg_agg_prefix_v4"`
+	CfgAggPrefixV6        *ebpf.VariableSpec `ebpf:"cfg_agg_prefix_v6"`
+	CfgAggReverse         *ebpf.VariableSpec `ebpf:"cfg_agg_reverse"`
+	CfgAggregate          *ebpf.VariableSpec `ebpf:"cfg_aggregate"`
 	CfgHaveL3Ifaces       *ebpf.VariableSpec `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.VariableSpec `ebpf:"cfg_include_syn"`
 	CfgLocalFilter        *ebpf.VariableSpec `ebpf:"cfg_local_filter"`
@@ -215,20 +275,30 @@ func (o *RttscopeObjects) Close() error {
 //
 // It can be passed to LoadRttscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RttscopeMaps struct {
+	AggMap0        *ebpf.Map `ebpf:"agg_map0"`
+	AggMap1        *ebpf.Map `ebpf:"agg_map1"`
+	AggZero        *ebpf.Map `ebpf:"agg_zero"`
 	Events         *ebpf.Map `ebpf:"events"`
 	FlowMap        *ebpf.Map `ebpf:"flow_map"`
+	FlowRing       *ebpf.Map `ebpf:"flow_ring"`
 	L3Ifaces       *ebpf.Map `ebpf:"l3_ifaces"`
 	PercpuCounters *ebpf.Map `ebpf:"percpu_counters"`
 	TsMap          *ebpf.Map `ebpf:"ts_map"`
+	TsRing         *ebpf.Map `ebpf:"ts_ring"`
 }
 
 func (m *RttscopeMaps) Close() error {
 	return _RttscopeClose(
+		m.AggMap0,
+		m.AggMap1,
+		m.AggZero,
 		m.Events,
 		m.FlowMap,
+		m.FlowRing,
 		m.L3Ifaces,
 		m.PercpuCounters,
 		m.TsMap,
+		m.TsRing,
 	)
 }
 
@@ -236,6 +306,11 @@ func (m *RttscopeMaps) Close() error {
 //
 // It can be passed to LoadRttscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RttscopeVariables struct {
+	AggEpoch              *ebpf.Variable `ebpf:"agg_epoch"`
+	CfgAggPrefixV4        *ebpf.Variable `ebpf:"cfg_agg_prefix_v4"`
+	CfgAggPrefixV6        *ebpf.Variable `ebpf:"cfg_agg_prefix_v6"`
+	CfgAggReverse         *ebpf.Variable `ebpf:"cfg_agg_reverse"`
+	CfgAggregate          *ebpf.Variable `ebpf:"cfg_aggregate"`
 	CfgHaveL3Ifaces       *ebpf.Variable `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.Variable `ebpf:"cfg_include_syn"`
 	CfgLocalFilter        *ebpf.Variable `ebpf:"cfg_local_filter"`

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Aggregated mode: per-prefix RTT histograms and traffic counters, kept in
+ * the kernel and read by user space once per interval (docs/aggregation.md).
+ *
+ * Two per-CPU hash maps hold two intervals. The programs write to the map
+ * named by agg_epoch; user space flips agg_epoch at the end of an interval,
+ * waits until every program that may have read the old value has returned
+ * (synchronize_rcu through membarrier), and then reads and empties the old
+ * map, which nothing writes to any more. Each update therefore lands in
+ * exactly one interval. */
+#ifndef RTTSCOPE_AGG_H
+#define RTTSCOPE_AGG_H
+
+#include "packet.h"
+#include "config.h"
+#include "hist.h"
+#include "maps.h"
+
+struct agg_key {
+	struct in6_addr prefix;	/* masked; IPv4 as v4-mapped IPv6 */
+	__u8 ipv;		/* AF_INET or AF_INET6 */
+	__u8 prefix_len;
+	__u16 reserved;
+};
+
+enum proto_class {
+	PROTO_CLASS_TCP = 0,
+	PROTO_CLASS_UDP = 1,
+	PROTO_CLASS_ICMP = 2,	/* ICMP and ICMPv6 */
+	PROTO_CLASS_OTHER = 3,
+	PROTO_CLASSES = 4,
+};
+
+struct traffic_counters {
+	__u64 pkts[PROTO_CLASSES];
+	__u64 bytes[PROTO_CLASSES];	/* IP header + payload */
+	__u64 ecn[4];			/* packets by ECN codepoint (tos & 3) */
+};
+
+struct agg_stats {
+	struct traffic_counters rx;	/* ingress, from the prefix */
+	struct traffic_counters tx;	/* egress, to the prefix */
+	__u64 rtt_count;
+	__u64 rtt_sum;
+	__u64 rtt_min;
+	__u64 rtt_max;
+	__u32 hist[HIST_BINS];
+	__u32 reserved;
+};
+
+_Static_assert(sizeof(struct agg_key) == 20, "agg_key layout");
+_Static_assert(sizeof(struct agg_stats) % 8 == 0, "agg_stats layout");
+
+struct agg_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, struct agg_key);
+	__type(value, struct agg_stats);
+	__uint(max_entries, 1024);
+};
+
+struct agg_map agg_map0 SEC(".maps");
+struct agg_map agg_map1 SEC(".maps");
+
+/* All zero, never written: the initial value of a new prefix (too large
+ * for the stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct agg_stats);
+	__uint(max_entries, 1);
+} agg_zero SEC(".maps");
+
+/* Which of agg_map0/agg_map1 the programs write to; user space flips it. */
+__u32 agg_epoch = 0;
+
+static __always_inline __u32 prefix_mask(__u32 plen, __u32 word)
+{
+	__u32 bits;
+
+	if (plen <= word * 32)
+		return 0;
+	bits = plen - word * 32;
+	if (bits >= 32)
+		return 0xffffffff;
+	return bpf_htonl(~0U << (32 - bits));
+}
+
+static __always_inline void make_agg_key(struct agg_key *k,
+					 const struct in6_addr *addr, __u8 ipv)
+{
+	/* IPv4 addresses are v4-mapped: the mask also keeps ::ffff. */
+	__u32 plen = ipv == AF_INET ? 96 + cfg_agg_prefix_v4 :
+				      cfg_agg_prefix_v6;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < 4; i++)
+		k->prefix.in6_u.u6_addr32[i] =
+			addr->in6_u.u6_addr32[i] & prefix_mask(plen, i);
+	k->ipv = ipv;
+	k->prefix_len = ipv == AF_INET ? cfg_agg_prefix_v4 : cfg_agg_prefix_v6;
+	k->reserved = 0;
+}
+
+static __always_inline struct agg_stats *get_agg_stats(struct agg_key *k)
+{
+	void *map = (agg_epoch & 1) ? (void *)&agg_map1 : (void *)&agg_map0;
+	struct agg_stats *s;
+	__u32 zero = 0;
+	void *init;
+	long ret;
+
+	s = bpf_map_lookup_elem(map, k);
+	if (s)
+		return s;
+	init = bpf_map_lookup_elem(&agg_zero, &zero);
+	if (!init)
+		return NULL;
+	ret = bpf_map_update_elem(map, k, init, BPF_NOEXIST);
+	if (ret == -E2BIG_ERR) {
+		count(agg_map_full);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(map, k);
+}
+
+static __always_inline __u32 proto_class(__u16 proto)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		return PROTO_CLASS_TCP;
+	case IPPROTO_UDP:
+		return PROTO_CLASS_UDP;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		return PROTO_CLASS_ICMP;
+	}
+	return PROTO_CLASS_OTHER;
+}
+
+/* Counts one IP packet for the prefix of its remote end (global function:
+ * verified once, on its own). */
+__noinline int agg_count_packet(struct packet_info *p)
+{
+	struct traffic_counters *tc;
+	struct agg_stats *s;
+	struct agg_key k;
+	bool use_src;
+	__u32 cls;
+
+	if (!p)
+		return 0;
+	/* Ingress: the remote end is the source; egress: the destination. */
+	use_src = !p->is_egress != cfg_agg_reverse;
+	make_agg_key(&k, use_src ? &p->pid.flow.saddr.ip :
+				   &p->pid.flow.daddr.ip,
+		     p->pid.flow.ipv);
+	s = get_agg_stats(&k);
+	if (!s)
+		return 0;
+	tc = p->is_egress ? &s->tx : &s->rx;
+	cls = proto_class(p->pid.flow.proto) & (PROTO_CLASSES - 1);
+	tc->pkts[cls]++;
+	tc->bytes[cls] += p->l3_len;
+	tc->ecn[p->ip_tos & 3]++;
+	return 0;
+}
+
+/* Adds an RTT sample to the histogram of the prefix of the reply's source
+ * (or destination with cfg_agg_reverse). */
+__noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
+{
+	struct agg_stats *s;
+	struct agg_key k;
+	__u32 bin;
+
+	if (!p)
+		return 0;
+	make_agg_key(&k, cfg_agg_reverse ? &p->pid.flow.daddr.ip :
+					   &p->pid.flow.saddr.ip,
+		     p->pid.flow.ipv);
+	s = get_agg_stats(&k);
+	if (!s)
+		return 0;
+	if (!s->rtt_count || rtt < s->rtt_min)
+		s->rtt_min = rtt;
+	if (rtt > s->rtt_max)
+		s->rtt_max = rtt;
+	s->rtt_count++;
+	s->rtt_sum += rtt;
+	bin = hist_bin(rtt);
+	if (bin < HIST_BINS)
+		s->hist[bin]++;
+	count(agg_samples);
+	return 0;
+}
+
+#endif /* RTTSCOPE_AGG_H */

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Overload policy (docs/aggregation.md): when the flow or timestamp map is
+ * full, an entry that is worth less than the new one is replaced before the
+ * new one is refused. Each CPU remembers the keys it inserted last in a
+ * small ring; the oldest ones are the candidates. A flow is only replaced
+ * when neither direction ever gave an RTT sample (a flood of new 5-tuples
+ * creates exactly such flows), or when it has been idle past its timeout; a
+ * timestamp only when its direction never got a sample or it is older than
+ * the timestamp timeout. Established flows are never replaced. */
+#ifndef RTTSCOPE_EVICT_H
+#define RTTSCOPE_EVICT_H
+
+#include "flow.h"
+#include "config.h"
+#include "maps.h"
+
+#define EVICT_RING_SIZE		64	/* power of two */
+#define EVICT_TRIES		4
+
+struct flow_ring {
+	__u32 head;	/* next slot to write: the oldest key */
+	__u32 reserved;
+	struct network_tuple keys[EVICT_RING_SIZE];
+};
+
+struct ts_ring {
+	__u32 head;
+	__u32 reserved;
+	struct packet_id keys[EVICT_RING_SIZE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct flow_ring);
+	__uint(max_entries, 1);
+} flow_ring SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct ts_ring);
+	__uint(max_entries, 1);
+} ts_ring SEC(".maps");
+
+static __always_inline void remember_flow(const struct network_tuple *key)
+{
+	struct flow_ring *r;
+	__u32 zero = 0;
+
+	r = bpf_map_lookup_elem(&flow_ring, &zero);
+	if (!r)
+		return;
+	r->keys[r->head & (EVICT_RING_SIZE - 1)] = *key;
+	r->head++;
+}
+
+static __always_inline void remember_ts(const struct packet_id *pid)
+{
+	struct ts_ring *r;
+	__u32 zero = 0;
+
+	r = bpf_map_lookup_elem(&ts_ring, &zero);
+	if (!r)
+		return;
+	r->keys[r->head & (EVICT_RING_SIZE - 1)] = *pid;
+	r->head++;
+}
+
+/* Deletes one replaceable flow. Returns 1 when it made room. Global
+ * function: verified once, whatever the caller's state. */
+__noinline int evict_flow(__u64 now)
+{
+	struct counters *c = get_counters();
+	struct network_tuple key;
+	struct flow_state *fs;
+	struct flow_ring *r;
+	__u64 timeout;
+	__u32 zero = 0, i, slot;
+
+	r = bpf_map_lookup_elem(&flow_ring, &zero);
+	if (!r || !c)
+		return 0;
+	for (i = 0; i < EVICT_TRIES; i++) {
+		slot = (r->head + i) & (EVICT_RING_SIZE - 1);
+		key = r->keys[slot];
+		fs = bpf_map_lookup_elem(&flow_map, &key);
+		if (!fs)
+			continue;
+		timeout = key.proto == IPPROTO_TCP ? cfg_tcp_flow_timeout_ns :
+						     cfg_other_flow_timeout_ns;
+		if (fs->dir[0].min_rtt || fs->dir[1].min_rtt) {
+			if (now <= fs->last_seen ||
+			    now - fs->last_seen <= timeout)
+				continue;
+		}
+		if (bpf_map_delete_elem(&flow_map, &key) == 0) {
+			c->flows_evicted++;
+			c->flows_deleted++;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Deletes one replaceable timestamp. Returns 1 when it made room. */
+__noinline int evict_ts(__u64 now)
+{
+	struct counters *c = get_counters();
+	struct network_tuple fkey;
+	struct flow_state *fs;
+	struct packet_id pid;
+	struct ts_ring *r;
+	__u32 zero = 0, i, slot, side;
+	__u64 *ts;
+
+	r = bpf_map_lookup_elem(&ts_ring, &zero);
+	if (!r || !c)
+		return 0;
+	for (i = 0; i < EVICT_TRIES; i++) {
+		slot = (r->head + i) & (EVICT_RING_SIZE - 1);
+		pid = r->keys[slot];
+		ts = bpf_map_lookup_elem(&ts_map, &pid);
+		if (!ts)
+			continue;
+		side = canonical_tuple(&pid.flow, &fkey) & SIDE_MASK;
+		fs = bpf_map_lookup_elem(&flow_map, &fkey);
+		if (fs && fs->dir[side].min_rtt && now > *ts &&
+		    now - *ts <= cfg_ts_timeout_ns)
+			continue;
+		if (bpf_map_delete_elem(&ts_map, &pid) != 0)
+			continue;
+		c->ts_evicted++;
+		c->ts_deleted++;
+		if (fs && fs->dir[side].outstanding)
+			__sync_fetch_and_add(&fs->dir[side].outstanding, -1);
+		return 1;
+	}
+	return 0;
+}
+
+#endif /* RTTSCOPE_EVICT_H */
