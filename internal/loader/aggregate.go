@@ -1,0 +1,188 @@
+package loader
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/hist"
+	"github.com/rttscope/rttscope/internal/probe"
+)
+
+// Aggregator ends the intervals of aggregated mode. The programs write to
+// one of two prefix maps, chosen by the global agg_epoch; Collect flips the
+// epoch, waits until no program can still be writing to the old map, and
+// then reads and empties it. Every update is thus counted in exactly one
+// interval. Collect must not be called concurrently.
+type Aggregator struct {
+	objs  *Objects
+	epoch uint32
+	// Grace waits until every program run that may have read the old
+	// epoch has finished. Nil: no wait (replay, where BPF_PROG_TEST_RUN
+	// has returned before the flip).
+	Grace func() error
+	keys  []probe.RttscopeAggKey
+	vals  []probe.RttscopeAggStats
+	h     []uint32
+}
+
+// NewAggregator returns the interval collector. live selects the grace
+// period of the live monitor (see WaitForPrograms).
+func (o *Objects) NewAggregator(live bool) *Aggregator {
+	a := &Aggregator{objs: o, h: make([]uint32, hist.Bins)}
+	if live {
+		a.Grace = WaitForPrograms
+	}
+	return a
+}
+
+const (
+	membarrierCmdQuery  = 0
+	membarrierCmdGlobal = 1
+)
+
+// WaitForPrograms returns once every BPF program run that started before
+// the call has finished. tc, XDP and iterator programs run inside an RCU
+// read-side critical section (softirq or rcu_read_lock), and
+// membarrier(MEMBARRIER_CMD_GLOBAL) is implemented with synchronize_rcu(),
+// which waits for every such section in progress. Kernels with nohz_full
+// refuse that command; there a 50 ms sleep stands in, far longer than any
+// run of these programs (a few µs).
+func WaitForPrograms() error {
+	r, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierCmdQuery, 0, 0)
+	if errno == 0 && r&membarrierCmdGlobal != 0 {
+		if _, _, errno = unix.Syscall(unix.SYS_MEMBARRIER, membarrierCmdGlobal, 0, 0); errno == 0 {
+			return nil
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	return nil
+}
+
+// Collect ends the interval [start, end) (Unix ns) and calls fn for each
+// prefix that saw traffic or samples in it, in address order. The pointer
+// is only valid during the call.
+func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error) error {
+	old := a.epoch
+	next := old ^ 1
+	if err := a.objs.AggEpoch.Set(next); err != nil {
+		return fmt.Errorf("flip aggregation epoch: %w", err)
+	}
+	a.epoch = next
+	if a.Grace != nil {
+		if err := a.Grace(); err != nil {
+			return err
+		}
+	}
+	m := a.objs.AggMap0
+	if old == 1 {
+		m = a.objs.AggMap1
+	}
+
+	type entry struct {
+		key probe.RttscopeAggKey
+		agg events.Aggregate
+	}
+	var out []entry
+	var key probe.RttscopeAggKey
+	a.keys = a.keys[:0]
+	it := m.Iterate()
+	for it.Next(&key, &a.vals) {
+		a.keys = append(a.keys, key)
+		e := entry{key: key}
+		a.sum(&e.agg)
+		e.agg.Time, e.agg.Start = end, start
+		e.agg.Prefix = prefixOf(&key)
+		out = append(out, e)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read prefix map: %w", err)
+	}
+	if len(a.keys) > 0 {
+		if _, err := m.BatchDelete(a.keys, nil); err != nil {
+			if !errors.Is(err, ebpf.ErrNotSupported) {
+				return fmt.Errorf("empty prefix map: %w", err)
+			}
+			for i := range a.keys {
+				m.Delete(&a.keys[i])
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y entry) int {
+		if c := cmp.Compare(x.key.Ipv, y.key.Ipv); c != 0 {
+			return c
+		}
+		return x.agg.Prefix.Addr().Compare(y.agg.Prefix.Addr())
+	})
+	for i := range out {
+		if err := fn(&out[i].agg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func prefixOf(k *probe.RttscopeAggKey) netip.Prefix {
+	addr := netip.AddrFrom16(k.Prefix.In6U.U6Addr8).Unmap()
+	return netip.PrefixFrom(addr, int(k.PrefixLen))
+}
+
+// sum folds the per-CPU values in a.vals into g.
+func (a *Aggregator) sum(g *events.Aggregate) {
+	clear(a.h)
+	var sum, min, max uint64
+	for i := range a.vals {
+		v := &a.vals[i]
+		addTraffic(&g.RX, v.Rx.Pkts, v.Rx.Bytes, v.Rx.Ecn)
+		addTraffic(&g.TX, v.Tx.Pkts, v.Tx.Bytes, v.Tx.Ecn)
+		if v.RttCount == 0 {
+			continue
+		}
+		if g.Count == 0 || v.RttMin < min {
+			min = v.RttMin
+		}
+		if v.RttMax > max {
+			max = v.RttMax
+		}
+		g.Count += v.RttCount
+		sum += v.RttSum
+		for b, n := range v.Hist[:hist.Bins] {
+			a.h[b] += n
+		}
+	}
+	if g.Count == 0 {
+		return
+	}
+	g.Min, g.Max = time.Duration(min), time.Duration(max)
+	g.Mean = time.Duration(sum / g.Count)
+	q := func(p float64) time.Duration {
+		return time.Duration(hist.Quantile(a.h, g.Count, p, min, max))
+	}
+	g.P50, g.P90, g.P95, g.P99 = q(0.5), q(0.9), q(0.95), q(0.99)
+	for b, n := range a.h {
+		if n == 0 {
+			continue
+		}
+		hb := events.HistBin{Lower: hist.Lower(b), Count: uint64(n)}
+		if b < hist.Overflow {
+			hb.Upper = hist.Upper(b)
+		}
+		g.Histogram = append(g.Histogram, hb)
+	}
+}
+
+func addTraffic(t *events.Traffic, pkts, bytes, ecn [4]uint64) {
+	for i := range 4 {
+		t.Packets[i] += pkts[i]
+		t.Bytes[i] += bytes[i]
+		t.ECN[i] += ecn[i]
+	}
+}
