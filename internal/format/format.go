@@ -30,6 +30,8 @@ type Writer interface {
 	WriteRTT(e *events.RTT) error
 	WriteFlow(e *events.FlowEvent) error
 	WriteStats(s *events.Stats) error
+	// WriteAggregate writes a prefix summary of aggregated mode.
+	WriteAggregate(a *events.Aggregate) error
 	// Flush writes buffered output to the underlying writer.
 	Flush() error
 	// Close finishes the document (the closing "]" for json) and flushes.

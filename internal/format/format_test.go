@@ -59,6 +59,19 @@ func fixture() []any {
 			Reason: events.ReasonFirstObserved, TriggeredBySrc: true},
 		&events.FlowEvent{Time: t0 + 65_000_000_000, Flow: icmp6.Reverse(), Type: events.FlowClosing,
 			Reason: events.ReasonTimeout, TriggeredBySrc: true},
+		// Aggregated mode: a prefix with samples (one in the overflow
+		// bin) and one with traffic only.
+		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,
+			Prefix: netip.MustParsePrefix("10.0.0.0/24"),
+			RX:     events.Traffic{Packets: [4]uint64{10, 1, 2, 0}, Bytes: [4]uint64{15000, 80, 168, 0}, ECN: [4]uint64{11, 0, 1, 1}},
+			TX:     events.Traffic{Packets: [4]uint64{9, 0, 0, 1}, Bytes: [4]uint64{600, 0, 0, 40}, ECN: [4]uint64{10, 0, 0, 0}},
+			Count:  4, Min: 1_000_000, Mean: 17_250_500_000, P50: 1_015_808, P90: 69_000_000_000, P95: 69_000_000_000,
+			P99: 69_000_000_000, Max: 69_000_000_000,
+			Histogram: []events.HistBin{{Lower: 983_040, Upper: 1_015_808, Count: 1}, {Lower: 1_015_808, Upper: 1_048_576, Count: 2},
+				{Lower: 68_719_476_736, Count: 1}}},
+		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,
+			Prefix: netip.MustParsePrefix("2001:db8::/48"),
+			RX:     events.Traffic{Packets: [4]uint64{0, 0, 3, 0}, Bytes: [4]uint64{0, 0, 312, 0}, ECN: [4]uint64{3, 0, 0, 0}}},
 	}
 }
 
@@ -73,6 +86,8 @@ func writeAll(t testing.TB, w Writer, evs []any) {
 			err = w.WriteFlow(e)
 		case *events.Stats:
 			err = w.WriteStats(e)
+		case *events.Aggregate:
+			err = w.WriteAggregate(e)
 		default:
 			t.Fatalf("unexpected fixture type %T", ev)
 		}
@@ -312,6 +327,15 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 		want = flowKeys
 	case *events.Stats:
 		want = statsKeys
+	case *events.Aggregate:
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(obj, &top); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := top["ip_prefix"]; !ok || string(top["type"]) != `"aggregate"` {
+			t.Errorf("%s: not an aggregate record", obj)
+		}
+		return
 	}
 	if got := objectKeys(t, obj); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("%s: key order\n got %v\nwant %v", obj, got, want)
@@ -353,6 +377,7 @@ func TestJSONSchemaAndOrder(t *testing.T) {
 		`{"timestamp":1,"src_ip":"nope","src_port":1,"dest_ip":"1.2.3.4","dest_port":1,"protocol":"TCP","flow_event":"opening","reason":"SYN","triggered_by":"src"}`,
 		`{"timestamp":1,"src_ip":"1.2.3.4","src_port":1,"dest_ip":"1.2.3.4","dest_port":1,"protocol":"TCP","rtt":1}`,
 		`{"timestamp":1,"type":"stats","packets":1}`,
+		`{"timestamp":1,"type":"aggregate","interval_start":0,"ip_prefix":"10.0.0.0/24","count_rtt":1}`,
 	} {
 		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(bad))
 		if err != nil {

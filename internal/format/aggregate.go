@@ -1,0 +1,146 @@
+package format
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/rttscope/rttscope/internal/events"
+)
+
+// Aggregated mode records (docs/aggregation.md). json/jsonl use ePPing's
+// field names where the meaning is the same (ip_prefix, rx_stats, tx_stats,
+// count_rtt, min_rtt, mean_rtt, median_rtt, p95_rtt, max_rtt, histogram)
+// and the same style for the rest.
+
+// WriteAggregate writes one prefix's summary of one interval. ppviz has no
+// such record and skips it.
+func (w *writer) WriteAggregate(a *events.Aggregate) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
+	switch w.kind {
+	case kindStandard:
+		w.buf = appendAggregateStandard(w.buf[:0], a, w.loc)
+	case kindPPViz:
+		return nil
+	case kindJSON:
+		w.buf = appendAggregateJSON(w.buf[:0], a)
+	case kindJSONL:
+		w.buf = append(appendAggregateJSON(w.buf[:0], a), '\n')
+	}
+	return w.emit()
+}
+
+// appendAggregateStandard appends one line:
+//
+//	HH:MM:SS.nnnnnnnnn PREFIX rtt n=N min=X mean=X p50=X p90=X p95=X p99=X max=X ms rx=P pkts B bytes tx=P pkts B bytes
+//
+// (the rtt part is "rtt n=0" without samples).
+func appendAggregateStandard(b []byte, a *events.Aggregate, loc *time.Location) []byte {
+	b = appendTimeOfDay(b, a.Time, loc)
+	b = append(b, ' ')
+	b = a.Prefix.AppendTo(b)
+	b = append(b, " rtt n="...)
+	b = strconv.AppendUint(b, a.Count, 10)
+	if a.Count > 0 {
+		for _, f := range [...]struct {
+			name string
+			v    time.Duration
+		}{{"min", a.Min}, {"mean", a.Mean}, {"p50", a.P50}, {"p90", a.P90}, {"p95", a.P95}, {"p99", a.P99}, {"max", a.Max}} {
+			b = append(b, ' ')
+			b = append(b, f.name...)
+			b = append(b, '=')
+			b = appendMillis(b, f.v)
+		}
+		b = append(b, " ms"...)
+	}
+	b = append(b, " rx="...)
+	b = strconv.AppendUint(b, a.RX.TotalPackets(), 10)
+	b = append(b, " pkts "...)
+	b = strconv.AppendUint(b, a.RX.TotalBytes(), 10)
+	b = append(b, " bytes tx="...)
+	b = strconv.AppendUint(b, a.TX.TotalPackets(), 10)
+	b = append(b, " pkts "...)
+	b = strconv.AppendUint(b, a.TX.TotalBytes(), 10)
+	return append(b, " bytes\n"...)
+}
+
+func appendTrafficJSON(b []byte, key string, t *events.Traffic) []byte {
+	b = appendKey(b, key)
+	b = append(b, '{')
+	b = appendUint(b, "packets", t.TotalPackets())
+	b = append(b, ',')
+	b = appendUint(b, "bytes", t.TotalBytes())
+	for i, name := range events.ClassNames {
+		b = append(b, ',', '"')
+		b = append(b, name...)
+		b = append(b, "_packets\":"...)
+		b = strconv.AppendUint(b, t.Packets[i], 10)
+		b = append(b, ',', '"')
+		b = append(b, name...)
+		b = append(b, "_bytes\":"...)
+		b = strconv.AppendUint(b, t.Bytes[i], 10)
+	}
+	for i, name := range events.ECNNames {
+		b = append(b, ",\"ecn_"...)
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		b = strconv.AppendUint(b, t.ECN[i], 10)
+	}
+	return append(b, '}')
+}
+
+// appendAggregateJSON appends an aggregate object. The RTT statistics are
+// present only when count_rtt > 0. histogram lists the non-empty bins as
+// [lower_ns, upper_ns, count] (upper_ns null for the overflow bin).
+func appendAggregateJSON(b []byte, a *events.Aggregate) []byte {
+	b = append(b, '{')
+	b = appendInt(b, "timestamp", a.Time)
+	b = append(b, ',')
+	b = appendStr(b, "type", "aggregate")
+	b = append(b, ',')
+	b = appendInt(b, "interval_start", a.Start)
+	b = append(b, ',')
+	b = appendKey(b, "ip_prefix")
+	b = append(b, '"')
+	b = a.Prefix.AppendTo(b)
+	b = append(b, '"', ',')
+	b = appendTrafficJSON(b, "rx_stats", &a.RX)
+	b = append(b, ',')
+	b = appendTrafficJSON(b, "tx_stats", &a.TX)
+	b = append(b, ',')
+	b = appendUint(b, "count_rtt", a.Count)
+	if a.Count == 0 {
+		return append(b, '}')
+	}
+	for _, f := range [...]struct {
+		name string
+		v    time.Duration
+	}{{"min_rtt", a.Min}, {"mean_rtt", a.Mean}, {"median_rtt", a.P50}, {"p90_rtt", a.P90},
+		{"p95_rtt", a.P95}, {"p99_rtt", a.P99}, {"max_rtt", a.Max}} {
+		b = append(b, ',')
+		b = appendInt(b, f.name, int64(f.v))
+	}
+	b = append(b, ',')
+	b = appendKey(b, "histogram")
+	b = append(b, '[')
+	for i, hb := range a.Histogram {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendUint(b, hb.Lower, 10)
+		b = append(b, ',')
+		if hb.Upper == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = strconv.AppendUint(b, hb.Upper, 10)
+		}
+		b = append(b, ',')
+		b = strconv.AppendUint(b, hb.Count, 10)
+		b = append(b, ']')
+	}
+	return append(b, ']', '}')
+}
