@@ -152,4 +152,10 @@ type Stats struct {
 	FlowsTimedOut, TimestampsExpired uint64
 	// Flows and Timestamps are the current map occupancies.
 	Flows, Timestamps uint64
+	// FlowsEvicted and TimestampsEvicted count entries replaced to make
+	// room for new ones when their map was full (docs/aggregation.md).
+	FlowsEvicted, TimestampsEvicted uint64
+	// AggregatedSamples counts RTT samples added to per-prefix histograms;
+	// PrefixMapFull counts updates lost because the prefix map was full.
+	AggregatedSamples, PrefixMapFull uint64
 }

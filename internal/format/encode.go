@@ -136,6 +136,10 @@ var statsFields = [...]statsField{
 	{"timestamps_expired", func(s *events.Stats) uint64 { return s.TimestampsExpired }},
 	{"flows", func(s *events.Stats) uint64 { return s.Flows }},
 	{"timestamps", func(s *events.Stats) uint64 { return s.Timestamps }},
+	{"flows_evicted", func(s *events.Stats) uint64 { return s.FlowsEvicted }},
+	{"timestamps_evicted", func(s *events.Stats) uint64 { return s.TimestampsEvicted }},
+	{"aggregated_samples", func(s *events.Stats) uint64 { return s.AggregatedSamples }},
+	{"prefix_map_full", func(s *events.Stats) uint64 { return s.PrefixMapFull }},
 }
 
 // appendStatsLine appends the human-readable stats line of the standard and

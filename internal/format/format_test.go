@@ -277,7 +277,7 @@ var (
 		"rtt", "min_rtt", "sent_packets", "sent_bytes", "rec_packets", "rec_bytes", "match_on_egress", "smoothed_rtt")
 	flowKeys  = append(append([]string(nil), commonKeys...), "flow_event", "reason", "triggered_by")
 	statsKeys = []string{"timestamp", "type", "packets", "rtt_events", "flow_events", "flow_map_full",
-		"timestamp_map_full", "ringbuf_full", "flows_timed_out", "timestamps_expired", "flows", "timestamps"}
+		"timestamp_map_full", "ringbuf_full", "flows_timed_out", "timestamps_expired", "flows", "timestamps", "flows_evicted", "timestamps_evicted", "aggregated_samples", "prefix_map_full"}
 )
 
 // objectKeys returns the keys of the flat JSON object obj in order.

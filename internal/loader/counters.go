@@ -52,6 +52,10 @@ func (o *Objects) Stats(s *events.Stats) error {
 	s.TimestampsExpired = c.TsExpired
 	s.Flows = sub(c.FlowsCreated, c.FlowsDeleted)
 	s.Timestamps = sub(c.TsCreated, c.TsDeleted)
+	s.FlowsEvicted = c.FlowsEvicted
+	s.TimestampsEvicted = c.TsEvicted
+	s.AggregatedSamples = c.AggSamples
+	s.PrefixMapFull = c.AggMapFull
 	return nil
 }
 
