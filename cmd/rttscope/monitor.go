@@ -33,6 +33,10 @@ type sampleFlags struct {
 	flowMapSize      uint32
 	tsMapSize        uint32
 	ringbufSize      uint32
+	aggregate        time.Duration
+	aggV4, aggV6     uint8
+	aggReverse       bool
+	prefixMapSize    uint32
 }
 
 func (f *sampleFlags) register(cmd *cobra.Command, withLocal bool) {
@@ -53,6 +57,11 @@ func (f *sampleFlags) register(cmd *cobra.Command, withLocal bool) {
 	fl.Uint32Var(&f.flowMapSize, "flow-map-size", def.FlowMapSize, "maximum number of concurrent flows tracked in the kernel")
 	fl.Uint32Var(&f.tsMapSize, "timestamp-map-size", def.TimestampMapSize, "maximum number of outstanding timestamps in the kernel")
 	fl.Uint32Var(&f.ringbufSize, "ringbuf-size", def.RingbufSize, "size of the kernel-to-user event ring buffer in bytes (power of two)")
+	fl.DurationVar(&f.aggregate, "aggregate", 0, "aggregated mode: summarise RTTs (log-linear histograms, quantiles) and traffic per IP prefix in the kernel and report every INTERVAL (e.g. 10s) instead of per-sample and flow events; 0 = off")
+	fl.Uint8Var(&f.aggV4, "aggregate-subnets-v4", def.AggPrefixV4, "prefix length of IPv4 aggregation prefixes (0-32)")
+	fl.Uint8Var(&f.aggV6, "aggregate-subnets-v6", def.AggPrefixV6, "prefix length of IPv6 aggregation prefixes (0-128)")
+	fl.BoolVar(&f.aggReverse, "aggregate-reverse", false, "aggregate RTTs on the destination of the reply (the host that sent the timestamped packet) instead of its source, and traffic on the local instead of the remote address")
+	fl.Uint32Var(&f.prefixMapSize, "prefix-map-size", def.PrefixMapSize, "maximum number of prefixes per aggregation interval (kernel memory: see docs/aggregation.md)")
 }
 
 // config turns the flags into a BPF configuration.
@@ -81,6 +90,13 @@ func (f *sampleFlags) config() (loader.Config, error) {
 	cfg.FlowMapSize = f.flowMapSize
 	cfg.TimestampMapSize = f.tsMapSize
 	cfg.RingbufSize = f.ringbufSize
+	if f.aggregate < 0 {
+		return cfg, usageError{"--aggregate must be >= 0"}
+	}
+	cfg.Aggregate, cfg.AggregateInterval = f.aggregate > 0, f.aggregate
+	cfg.AggPrefixV4, cfg.AggPrefixV6 = f.aggV4, f.aggV6
+	cfg.AggReverse = f.aggReverse
+	cfg.PrefixMapSize = f.prefixMapSize
 	if err := cfg.Validate(); err != nil {
 		return cfg, usageError{err.Error()}
 	}

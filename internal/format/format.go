@@ -30,14 +30,19 @@ type Writer interface {
 	WriteRTT(e *events.RTT) error
 	WriteFlow(e *events.FlowEvent) error
 	WriteStats(s *events.Stats) error
-	// WriteAggregate writes a prefix summary of aggregated mode.
-	WriteAggregate(a *events.Aggregate) error
 	// Flush writes buffered output to the underlying writer.
 	Flush() error
 	// Close finishes the document (the closing "]" for json) and flushes.
 	// It does not close the underlying writer. Writes after Close fail with
 	// ErrClosed; a second Close returns nil.
 	Close() error
+}
+
+// SummaryWriter is implemented by every Writer returned by New: the
+// records of aggregated mode and per-flow summaries (docs/aggregation.md).
+type SummaryWriter interface {
+	// WriteAggregate writes a prefix summary of aggregated mode.
+	WriteAggregate(a *events.Aggregate) error
 }
 
 // Restarter is implemented by every Writer returned by New. It lets the

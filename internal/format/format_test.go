@@ -87,7 +87,7 @@ func writeAll(t testing.TB, w Writer, evs []any) {
 		case *events.Stats:
 			err = w.WriteStats(e)
 		case *events.Aggregate:
-			err = w.WriteAggregate(e)
+			err = w.(SummaryWriter).WriteAggregate(e)
 		default:
 			t.Fatalf("unexpected fixture type %T", ev)
 		}

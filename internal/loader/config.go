@@ -34,7 +34,9 @@ type Config struct {
 	FlowMapSize, TimestampMapSize, RingbufSize uint32
 	// Aggregate switches to aggregated mode: per-prefix histograms and
 	// traffic counters in the kernel, no per-sample or flow events.
-	Aggregate bool
+	// AggregateInterval is the length of an interval (user space only).
+	Aggregate         bool
+	AggregateInterval time.Duration
 	// AggPrefixV4 and AggPrefixV6 are the prefix lengths of the
 	// aggregation keys; AggReverse keys RTTs on the reply's destination.
 	AggPrefixV4, AggPrefixV6 uint8
@@ -85,6 +87,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("map sizes must be > 0")
 	case c.AggPrefixV4 > 32 || c.AggPrefixV6 > 128:
 		return fmt.Errorf("aggregation prefix lengths must be <= 32 (IPv4) and <= 128 (IPv6)")
+	case c.Aggregate && c.AggregateInterval <= 0:
+		return fmt.Errorf("aggregation interval must be > 0")
 	case c.Aggregate && c.PrefixMapSize == 0:
 		return fmt.Errorf("prefix map size must be > 0")
 	case c.RingbufSize < 4096 || c.RingbufSize&(c.RingbufSize-1) != 0:

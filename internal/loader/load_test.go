@@ -3,6 +3,7 @@ package loader
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 func requireRoot(t *testing.T) {
@@ -22,12 +23,12 @@ func TestLoadPassesVerifier(t *testing.T) {
 		"replay":    func(c *Config) { c.Replay, c.TrackICMP = true, true },
 		"rtt-rate":  func(c *Config) { c.RTTRate, c.RTTRateUseSRTT = 0.5, true },
 		"rate-zero": func(c *Config) { c.RateLimit = 0 },
-		"aggregate": func(c *Config) { c.Aggregate, c.TrackICMP = true, true },
+		"aggregate": func(c *Config) { c.Aggregate, c.AggregateInterval, c.TrackICMP = true, time.Second, true },
 		"aggregate-replay-reverse": func(c *Config) {
-			c.Aggregate, c.Replay, c.AggReverse, c.AggPrefixV4, c.AggPrefixV6 = true, true, true, 32, 0
+			c.Aggregate, c.AggregateInterval, c.Replay, c.AggReverse, c.AggPrefixV4, c.AggPrefixV6 = true, time.Second, true, true, 32, 0
 		},
 		"aggregate-all": func(c *Config) {
-			c.Aggregate, c.TrackICMP, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true
+			c.Aggregate, c.AggregateInterval, c.TrackICMP, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, time.Second, true, true, true, true
 		},
 	}
 	for name, mod := range variants {

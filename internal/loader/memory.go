@@ -94,7 +94,8 @@ func (o *Objects) maps() map[string]*ebpf.Map {
 
 func sortMem(m []MapMemory) {
 	for i := 1; i < len(m); i++ {
-		for j := i; j > 0 && m[j].Estimate > m[j-1].Estimate; j-- {
+		for j := i; j > 0 && (m[j].Estimate > m[j-1].Estimate ||
+			m[j].Estimate == m[j-1].Estimate && m[j].Name < m[j-1].Name); j-- {
 			m[j], m[j-1] = m[j-1], m[j]
 		}
 	}

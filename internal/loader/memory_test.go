@@ -2,6 +2,7 @@ package loader
 
 import (
 	"testing"
+	"time"
 )
 
 // The formula matches the kernel's own figure within 1% per large map, and
@@ -10,7 +11,7 @@ import (
 func TestMemoryFormula(t *testing.T) {
 	requireRoot(t)
 	cfg := DefaultConfig()
-	cfg.Aggregate = true
+	cfg.Aggregate, cfg.AggregateInterval = true, time.Second
 	objs, err := Load(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -71,6 +71,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return err
 	}
 	defer objs.Close()
+	if ms, err := objs.MemoryUsage(); err == nil {
+		fmt.Fprintf(opts.Log, "rttscope: %s\n", loader.MemorySummary(ms))
+	}
 	for _, ifc := range ifaces {
 		if ifc.L3Only {
 			if err := objs.MarkL3Interface(uint32(ifc.Index)); err != nil {
@@ -120,7 +123,15 @@ func Run(ctx context.Context, opts Options) (err error) {
 		readErr <- r.loop()
 	}()
 
-	err = housekeeping(runCtx, opts, objs, cleaner, r, gone, readErr)
+	var agg *aggregation
+	if cfg.Aggregate {
+		sw, ok := opts.Output.(format.SummaryWriter)
+		if !ok {
+			return errors.New("the output writer cannot write aggregated records")
+		}
+		agg = &aggregation{a: objs.NewAggregator(true), out: sw, start: time.Now().UnixNano()}
+	}
+	err = housekeeping(runCtx, opts, objs, cleaner, r, gone, readErr, agg)
 
 	// Detach first so nothing new arrives, then drain what is left.
 	// Flush (not SetDeadline, which waits for the lock a blocked ReadInto
@@ -139,6 +150,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	if flushErr == nil {
 		err = errors.Join(err, r.drain())
+	}
+	if agg != nil {
+		err = errors.Join(err, agg.collect())
 	}
 	err = errors.Join(err, writeStats(objs, opts.Output))
 	return errors.Join(err, opts.Output.Flush())
@@ -166,7 +180,7 @@ func inspect(opts Options) ([]loader.Interface, error) {
 
 // housekeeping runs the periodic work until the run ends and returns why.
 func housekeeping(ctx context.Context, opts Options, objs *loader.Objects, cleaner *loader.Cleaner,
-	r *reader, gone <-chan struct{}, readErr <-chan error) error {
+	r *reader, gone <-chan struct{}, readErr <-chan error, agg *aggregation) error {
 	cleanup := time.NewTicker(opts.CleanupInterval)
 	defer cleanup.Stop()
 	var statsC <-chan time.Time
@@ -174,6 +188,12 @@ func housekeeping(ctx context.Context, opts Options, objs *loader.Objects, clean
 		t := time.NewTicker(opts.StatsInterval)
 		defer t.Stop()
 		statsC = t.C
+	}
+	var aggC <-chan time.Time
+	if agg != nil {
+		t := time.NewTicker(opts.BPF.AggregateInterval)
+		defer t.Stop()
+		aggC = t.C
 	}
 	flush := time.NewTicker(200 * time.Millisecond)
 	defer flush.Stop()
@@ -190,6 +210,10 @@ func housekeeping(ctx context.Context, opts Options, objs *loader.Objects, clean
 				return err
 			}
 			r.setClockOffset(clockOffset())
+		case <-aggC:
+			if err := agg.collect(); err != nil {
+				return err
+			}
 		case <-statsC:
 			if err := writeStats(objs, opts.Output); err != nil {
 				return err
@@ -209,6 +233,21 @@ func writeStats(objs *loader.Objects, out format.Writer) error {
 	}
 	s.Time = time.Now().UnixNano()
 	return out.WriteStats(&s)
+}
+
+// aggregation ends the intervals of aggregated mode.
+type aggregation struct {
+	a     *loader.Aggregator
+	out   format.SummaryWriter
+	start int64
+}
+
+// collect writes the records of the interval that ends now.
+func (g *aggregation) collect() error {
+	end := time.Now().UnixNano()
+	err := g.a.Collect(g.start, end, g.out.WriteAggregate)
+	g.start = end
+	return err
 }
 
 // clockOffset maps CLOCK_MONOTONIC (bpf_ktime_get_ns) to Unix time. The

@@ -24,7 +24,7 @@ import (
 
 func aggConfig() loader.Config {
 	c := testConfig()
-	c.Aggregate = true
+	c.Aggregate, c.AggregateInterval = true, time.Second
 	c.RateLimit = 0
 	c.PrefixMapSize = 64
 	return c
