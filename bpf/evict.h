@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Overload policy (docs/aggregation.md): when the flow or timestamp map is
  * full, an entry that is worth less than the new one is replaced before the
- * new one is refused. Each CPU remembers the keys it inserted last in a
- * small ring; the oldest ones are the candidates. A flow is only replaced
+ * new one is refused. A ring shared by all CPUs remembers the keys inserted
+ * last, as a queue: inserts add at head, the candidates are taken from tail
+ * (the oldest key still queued), and tail moves past every key it has
+ * looked at, replaced or not, so a key is considered once. (Slots written by two CPUs at
+ * once may hold a mix of two keys: such a key names no entry and is
+ * skipped.) A flow is only replaced
  * when neither direction ever gave an RTT sample (a flood of new 5-tuples
  * creates exactly such flows), or when it has been idle past its timeout; a
  * timestamp only when its direction never got a sample or it is older than
@@ -14,30 +18,30 @@
 #include "config.h"
 #include "maps.h"
 
-#define EVICT_RING_SIZE		64	/* power of two */
-#define EVICT_TRIES		4
+#define EVICT_RING_SIZE		256	/* power of two */
+#define EVICT_TRIES		8
 
 struct flow_ring {
-	__u32 head;	/* next slot to write: the oldest key */
-	__u32 reserved;
+	__u32 head;	/* next slot to write */
+	__u32 tail;	/* next candidate */
 	struct network_tuple keys[EVICT_RING_SIZE];
 };
 
 struct ts_ring {
 	__u32 head;
-	__u32 reserved;
+	__u32 tail;
 	struct packet_id keys[EVICT_RING_SIZE];
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, struct flow_ring);
 	__uint(max_entries, 1);
 } flow_ring SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, struct ts_ring);
 	__uint(max_entries, 1);
@@ -46,25 +50,33 @@ struct {
 static __always_inline void remember_flow(const struct network_tuple *key)
 {
 	struct flow_ring *r;
-	__u32 zero = 0;
+	__u32 zero = 0, slot;
 
 	r = bpf_map_lookup_elem(&flow_ring, &zero);
 	if (!r)
 		return;
-	r->keys[r->head & (EVICT_RING_SIZE - 1)] = *key;
-	r->head++;
+	/* Two CPUs may pick the same slot: one key is lost, no harm. (The
+	 * fetch-and-add result needs BPF atomics v3; clang's default cpu
+	 * is v1.) */
+	slot = r->head & (EVICT_RING_SIZE - 1);
+	__sync_fetch_and_add(&r->head, 1);
+	r->keys[slot] = *key;
 }
 
 static __always_inline void remember_ts(const struct packet_id *pid)
 {
 	struct ts_ring *r;
-	__u32 zero = 0;
+	__u32 zero = 0, slot;
 
 	r = bpf_map_lookup_elem(&ts_ring, &zero);
 	if (!r)
 		return;
-	r->keys[r->head & (EVICT_RING_SIZE - 1)] = *pid;
-	r->head++;
+	/* Two CPUs may pick the same slot: one key is lost, no harm. (The
+	 * fetch-and-add result needs BPF atomics v3; clang's default cpu
+	 * is v1.) */
+	slot = r->head & (EVICT_RING_SIZE - 1);
+	__sync_fetch_and_add(&r->head, 1);
+	r->keys[slot] = *pid;
 }
 
 /* Deletes one replaceable flow. Returns 1 when it made room. Global
@@ -72,34 +84,40 @@ static __always_inline void remember_ts(const struct packet_id *pid)
 __noinline int evict_flow(__u64 now)
 {
 	struct counters *c = get_counters();
-	struct network_tuple key;
+	struct network_tuple *key;
 	struct flow_state *fs;
 	struct flow_ring *r;
 	__u64 timeout;
-	__u32 zero = 0, i, slot;
+	__u32 zero = 0, i, slot, head, tail;
 
 	r = bpf_map_lookup_elem(&flow_ring, &zero);
 	if (!r || !c)
 		return 0;
-	for (i = 0; i < EVICT_TRIES; i++) {
-		slot = (r->head + i) & (EVICT_RING_SIZE - 1);
-		key = r->keys[slot];
-		fs = bpf_map_lookup_elem(&flow_map, &key);
+	head = r->head;
+	tail = r->tail;
+	if (head - tail > EVICT_RING_SIZE)
+		tail = head - EVICT_RING_SIZE;	/* overwritten */
+	for (i = 0; i < EVICT_TRIES && tail != head; i++) {
+		slot = tail++ & (EVICT_RING_SIZE - 1);
+		key = &r->keys[slot];
+		fs = bpf_map_lookup_elem(&flow_map, key);
 		if (!fs)
 			continue;
-		timeout = key.proto == IPPROTO_TCP ? cfg_tcp_flow_timeout_ns :
+		timeout = key->proto == IPPROTO_TCP ? cfg_tcp_flow_timeout_ns :
 						     cfg_other_flow_timeout_ns;
 		if (fs->dir[0].min_rtt || fs->dir[1].min_rtt) {
 			if (now <= fs->last_seen ||
 			    now - fs->last_seen <= timeout)
 				continue;
 		}
-		if (bpf_map_delete_elem(&flow_map, &key) == 0) {
+		if (bpf_map_delete_elem(&flow_map, key) == 0) {
+			r->tail = tail;
 			c->flows_evicted++;
 			c->flows_deleted++;
 			return 1;
 		}
 	}
+	r->tail = tail;
 	return 0;
 }
 
@@ -109,33 +127,39 @@ __noinline int evict_ts(__u64 now)
 	struct counters *c = get_counters();
 	struct network_tuple fkey;
 	struct flow_state *fs;
-	struct packet_id pid;
+	struct packet_id *pid;
 	struct ts_ring *r;
-	__u32 zero = 0, i, slot, side;
+	__u32 zero = 0, i, slot, side, head, tail;
 	__u64 *ts;
 
 	r = bpf_map_lookup_elem(&ts_ring, &zero);
 	if (!r || !c)
 		return 0;
-	for (i = 0; i < EVICT_TRIES; i++) {
-		slot = (r->head + i) & (EVICT_RING_SIZE - 1);
-		pid = r->keys[slot];
-		ts = bpf_map_lookup_elem(&ts_map, &pid);
+	head = r->head;
+	tail = r->tail;
+	if (head - tail > EVICT_RING_SIZE)
+		tail = head - EVICT_RING_SIZE;	/* overwritten */
+	for (i = 0; i < EVICT_TRIES && tail != head; i++) {
+		slot = tail++ & (EVICT_RING_SIZE - 1);
+		pid = &r->keys[slot];
+		ts = bpf_map_lookup_elem(&ts_map, pid);
 		if (!ts)
 			continue;
-		side = canonical_tuple(&pid.flow, &fkey) & SIDE_MASK;
+		side = canonical_tuple(&pid->flow, &fkey) & SIDE_MASK;
 		fs = bpf_map_lookup_elem(&flow_map, &fkey);
 		if (fs && fs->dir[side].min_rtt && now > *ts &&
 		    now - *ts <= cfg_ts_timeout_ns)
 			continue;
-		if (bpf_map_delete_elem(&ts_map, &pid) != 0)
+		if (bpf_map_delete_elem(&ts_map, pid) != 0)
 			continue;
+		r->tail = tail;
 		c->ts_evicted++;
 		c->ts_deleted++;
 		if (fs && fs->dir[side].outstanding)
 			__sync_fetch_and_add(&fs->dir[side].outstanding, -1);
 		return 1;
 	}
+	r->tail = tail;
 	return 0;
 }
 

@@ -150,6 +150,7 @@ get_flow(struct packet_info *p, struct network_tuple *key, __u32 side,
 	struct flow_state *fs, init = {};
 	__u8 reason;
 	long ret;
+	int i;
 
 	fs = bpf_map_lookup_elem(&flow_map, key);
 	if (fs)
@@ -160,7 +161,9 @@ get_flow(struct packet_info *p, struct network_tuple *key, __u32 side,
 	init.opener = side;
 	init.last_seen = p->time;
 	ret = bpf_map_update_elem(&flow_map, key, &init, BPF_NOEXIST);
-	if (ret == -E2BIG_ERR && evict_flow(p->time))
+	/* Full: replace an unanswered or idle flow. Twice, since another
+	 * CPU may take the freed element first. */
+	for (i = 0; i < 2 && ret == -E2BIG_ERR && evict_flow(p->time); i++)
 		ret = bpf_map_update_elem(&flow_map, key, &init, BPF_NOEXIST);
 	if (ret == -E2BIG_ERR) {
 		c->flow_map_full++;
@@ -200,6 +203,7 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 					     bool new_flow, struct counters *c)
 {
 	long ret;
+	int i;
 
 	if (!p->pid_valid)
 		return;
@@ -219,7 +223,7 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 	snd->last_timestamp = p->time;
 
 	ret = bpf_map_update_elem(&ts_map, &p->pid, &p->time, BPF_NOEXIST);
-	if (ret == -E2BIG_ERR && evict_ts(p->time))
+	for (i = 0; i < 2 && ret == -E2BIG_ERR && evict_ts(p->time); i++)
 		ret = bpf_map_update_elem(&ts_map, &p->pid, &p->time,
 					  BPF_NOEXIST);
 	if (ret == 0) {

@@ -97,8 +97,9 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 	}()
 	time.Sleep(1500 * time.Millisecond)
 
-	// The flood: 4 s of distinct spoofed 5-tuples toward an unrouted
-	// address (the middlebox drops them after its hooks saw them).
+	// The flood: 4 s of distinct spoofed 5-tuples toward an absent host
+	// on the server's subnet (the middlebox drops them for want of a
+	// neighbour entry, after its hooks saw and timestamped them).
 	var sent atomic.Uint64
 	floodStart := time.Now()
 	err = l.Client.Do(func() error {
@@ -107,10 +108,12 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 			return err
 		}
 		defer unix.Close(fd)
-		pk := pktcraft.Packet{NoEthernet: true, Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.51.100.1"),
+		absent := l.ServerAddr4[0].As4()
+		absent[3] = 200
+		pk := pktcraft.Packet{NoEthernet: true, Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.AddrFrom4(absent),
 			TCP: &pktcraft.TCP{SrcPort: 1, DstPort: 80, ACK: true, PSH: true, TSval: 1, TSecr: 1, Payload: []byte("flood data")}}
 		frame := pk.MustBytes()
-		dst := &unix.SockaddrInet4{Addr: [4]byte{198, 51, 100, 1}}
+		dst := &unix.SockaddrInet4{Addr: absent}
 		r := rand.New(rand.NewPCG(7, 8))
 		for time.Since(floodStart) < 4*time.Second {
 			for range 256 {
@@ -200,6 +203,9 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 	}
 	if last.FlowsEvicted == 0 && last.TimestampsEvicted == 0 {
 		t.Errorf("no evictions counted: %+v", last)
+	}
+	if last.FlowMapFull+last.TimestampMapFull > (last.FlowsEvicted+last.TimestampsEvicted)/100 {
+		t.Errorf("more than 1%% of inserts refused although unanswered entries could be replaced: %+v", last)
 	}
 	if last.RTTEvents != 0 {
 		t.Errorf("aggregated mode sent %d RTT events", last.RTTEvents)
