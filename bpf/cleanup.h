@@ -56,10 +56,25 @@ int rttscope_cleanup_flows(struct bpf_iter__bpf_map_elem *ctx)
 	key = *kp;
 	if (!fs->closing_sent && !cfg_aggregate)
 		send_timeout_event(&key, fs, now, c);
+	summary_emit(&key, fs, now, EVENT_REASON_FLOW_TIMEOUT);
 	if (bpf_map_delete_elem(&flow_map, &key) == 0) {
 		c->flows_timed_out++;
 		c->flows_deleted++;
 	}
+	return 0;
+}
+
+/* Periodic per-flow summaries (--flow-summary-interval). */
+SEC("iter/bpf_map_elem")
+int rttscope_flow_summaries(struct bpf_iter__bpf_map_elem *ctx)
+{
+	struct network_tuple *kp = ctx->key, key;
+	struct flow_state *fs = ctx->value;
+
+	if (!kp || !fs)
+		return 0;
+	key = *kp;
+	summary_emit(&key, fs, cleanup_now(), 0);
 	return 0;
 }
 

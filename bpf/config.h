@@ -38,5 +38,7 @@ volatile const __u32 cfg_agg_prefix_v6 = 48;
  * timestamped packet) instead of its source; traffic likewise on the local
  * side instead of the remote one. */
 volatile const bool cfg_agg_reverse = false;
+/* Keep per-flow RTT summaries and report them (summary.h). */
+volatile const bool cfg_flow_summary = false;
 
 #endif /* RTTSCOPE_CONFIG_H */

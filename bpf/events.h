@@ -78,6 +78,9 @@ struct counters {
 	__u64 ts_evicted;
 	__u64 agg_samples;	/* RTT samples added to a histogram */
 	__u64 agg_map_full;	/* updates lost: no room for a new prefix */
+	__u64 summary_map_full;
+	__u64 summary_ringbuf_full;
+	__u64 summaries_sent;
 };
 
 #endif /* RTTSCOPE_EVENTS_H */

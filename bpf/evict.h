@@ -17,6 +17,7 @@
 #include "flow.h"
 #include "config.h"
 #include "maps.h"
+#include "summary.h"
 
 #define EVICT_RING_SIZE		256	/* power of two */
 #define EVICT_TRIES		8
@@ -110,6 +111,8 @@ __noinline int evict_flow(__u64 now)
 			    now - fs->last_seen <= timeout)
 				continue;
 		}
+		if (cfg_flow_summary)
+			bpf_map_delete_elem(&summary_map, key);
 		if (bpf_map_delete_elem(&flow_map, key) == 0) {
 			r->tail = tail;
 			c->flows_evicted++;

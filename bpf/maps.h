@@ -43,6 +43,15 @@ struct {
 	__uint(max_entries, 64);
 } l3_ifaces SEC(".maps");
 
+/* All zero, never written: the initial flow state (kept off the stack,
+ * whose 512 bytes the programs need for other things). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct flow_state);
+	__uint(max_entries, 1);
+} flow_zero SEC(".maps");
+
 /* Replay mode: capture time of the newest packet, the iterators' "now". */
 __u64 replay_now = 0;
 

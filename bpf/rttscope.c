@@ -10,6 +10,7 @@
 #include "id_tcp_ts.h"
 #include "id_icmp_echo.h"
 #include "agg.h"
+#include "summary.h"
 #include "evict.h"
 
 
@@ -147,7 +148,8 @@ static __always_inline struct flow_state *
 get_flow(struct packet_info *p, struct network_tuple *key, __u32 side,
 	 bool *new_flow, struct counters *c)
 {
-	struct flow_state *fs, init = {};
+	struct flow_state *fs, *init;
+	__u32 zero = 0;
 	__u8 reason;
 	long ret;
 	int i;
@@ -158,13 +160,14 @@ get_flow(struct packet_info *p, struct network_tuple *key, __u32 side,
 	if (!p->pid_valid || p->event_type == FLOW_EVENT_CLOSING)
 		return NULL;
 
-	init.opener = side;
-	init.last_seen = p->time;
-	ret = bpf_map_update_elem(&flow_map, key, &init, BPF_NOEXIST);
+	init = bpf_map_lookup_elem(&flow_zero, &zero);
+	if (!init)
+		return NULL;
+	ret = bpf_map_update_elem(&flow_map, key, init, BPF_NOEXIST);
 	/* Full: replace an unanswered or idle flow. Twice, since another
 	 * CPU may take the freed element first. */
 	for (i = 0; i < 2 && ret == -E2BIG_ERR && evict_flow(p->time); i++)
-		ret = bpf_map_update_elem(&flow_map, key, &init, BPF_NOEXIST);
+		ret = bpf_map_update_elem(&flow_map, key, init, BPF_NOEXIST);
 	if (ret == -E2BIG_ERR) {
 		c->flow_map_full++;
 		return NULL;
@@ -173,8 +176,13 @@ get_flow(struct packet_info *p, struct network_tuple *key, __u32 side,
 	if (!fs || ret != 0)
 		return fs;	/* another CPU created it first */
 
+	/* Set before any other CPU can act on it: only the creator gets
+	 * here, and others only read opener for event naming. */
+	fs->opener = side;
+	fs->last_seen = p->time;
 	c->flows_created++;
 	remember_flow(key);
+	summary_open(key, p->time);
 	*new_flow = true;
 	reason = p->event_type == FLOW_EVENT_OPENING ?
 			 p->event_reason : EVENT_REASON_FIRST_OBS_PCKT;
@@ -236,8 +244,9 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 }
 
 static __always_inline void match_packet(struct packet_info *p,
+					 struct network_tuple *key,
 					 struct flow_dir_state *orig,
-					 struct counters *c)
+					 __u32 orig_side, struct counters *c)
 {
 	struct packet_id rid = {};
 	__u64 *ts, sent, rtt;
@@ -264,6 +273,7 @@ static __always_inline void match_packet(struct packet_info *p,
 	if (!orig->min_rtt || rtt < orig->min_rtt)
 		orig->min_rtt = rtt;
 	orig->srtt = update_srtt(orig->srtt, rtt);
+	summary_add(key, orig_side, rtt);
 	if (cfg_aggregate)
 		agg_add_rtt(p, rtt);
 	else
@@ -290,6 +300,8 @@ static __always_inline void close_flow(struct packet_info *p,
 		send_flow_event(p, fs, side, FLOW_EVENT_CLOSING,
 				p->event_reason, c);
 	}
+	if (remove)
+		summary_emit(key, fs, p->time, p->event_reason);
 	if (remove && bpf_map_delete_elem(&flow_map, key) == 0)
 		c->flows_deleted++;
 }
@@ -339,7 +351,7 @@ static __always_inline void handle_packet(void *ctx,
 	orig->rec_bytes += p.l3_len;
 
 	timestamp_packet(ctx, &p, snd, new_flow, c);
-	match_packet(&p, orig, c);
+	match_packet(&p, &key, orig, self ? side : side ^ 1, c);
 	close_flow(&p, &key, fs, side, c);
 }
 

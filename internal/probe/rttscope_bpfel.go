@@ -50,23 +50,26 @@ type RttscopeAggStats struct {
 }
 
 type RttscopeCounters struct {
-	_             structs.HostLayout
-	Packets       uint64
-	RttEvents     uint64
-	FlowEvents    uint64
-	RingbufFull   uint64
-	FlowsCreated  uint64
-	FlowsDeleted  uint64
-	FlowMapFull   uint64
-	FlowsTimedOut uint64
-	TsCreated     uint64
-	TsDeleted     uint64
-	TsMapFull     uint64
-	TsExpired     uint64
-	FlowsEvicted  uint64
-	TsEvicted     uint64
-	AggSamples    uint64
-	AggMapFull    uint64
+	_                  structs.HostLayout
+	Packets            uint64
+	RttEvents          uint64
+	FlowEvents         uint64
+	RingbufFull        uint64
+	FlowsCreated       uint64
+	FlowsDeleted       uint64
+	FlowMapFull        uint64
+	FlowsTimedOut      uint64
+	TsCreated          uint64
+	TsDeleted          uint64
+	TsMapFull          uint64
+	TsExpired          uint64
+	FlowsEvicted       uint64
+	TsEvicted          uint64
+	AggSamples         uint64
+	AggMapFull         uint64
+	SummaryMapFull     uint64
+	SummaryRingbufFull uint64
+	SummariesSent      uint64
 }
 
 type RttscopeFlowState struct {
@@ -137,12 +140,17 @@ const (
 	RttscopeMapEvents                     = "events"
 	RttscopeMapFlowMap                    = "flow_map"
 	RttscopeMapFlowRing                   = "flow_ring"
+	RttscopeMapFlowZero                   = "flow_zero"
 	RttscopeMapL3Ifaces                   = "l3_ifaces"
 	RttscopeMapPercpuCounters             = "percpu_counters"
+	RttscopeMapSummaries                  = "summaries"
+	RttscopeMapSummaryMap                 = "summary_map"
+	RttscopeMapSummaryZero                = "summary_zero"
 	RttscopeMapTsMap                      = "ts_map"
 	RttscopeMapTsRing                     = "ts_ring"
 	RttscopeProgRttscopeCleanupFlows      = "rttscope_cleanup_flows"
 	RttscopeProgRttscopeCleanupTimestamps = "rttscope_cleanup_timestamps"
+	RttscopeProgRttscopeFlowSummaries     = "rttscope_flow_summaries"
 	RttscopeProgRttscopeTcEgress          = "rttscope_tc_egress"
 	RttscopeProgRttscopeTcIngress         = "rttscope_tc_ingress"
 	RttscopeProgRttscopeXdpIngress        = "rttscope_xdp_ingress"
@@ -151,6 +159,7 @@ const (
 	RttscopeVarCfgAggPrefixV6             = "cfg_agg_prefix_v6"
 	RttscopeVarCfgAggReverse              = "cfg_agg_reverse"
 	RttscopeVarCfgAggregate               = "cfg_aggregate"
+	RttscopeVarCfgFlowSummary             = "cfg_flow_summary"
 	RttscopeVarCfgHaveL3Ifaces            = "cfg_have_l3_ifaces"
 	RttscopeVarCfgIncludeSyn              = "cfg_include_syn"
 	RttscopeVarCfgLocalFilter             = "cfg_local_filter"
@@ -210,6 +219,7 @@ type RttscopeSpecs struct {
 type RttscopeProgramSpecs struct {
 	RttscopeCleanupFlows      *ebpf.ProgramSpec `ebpf:"rttscope_cleanup_flows"`
 	RttscopeCleanupTimestamps *ebpf.ProgramSpec `ebpf:"rttscope_cleanup_timestamps"`
+	RttscopeFlowSummaries     *ebpf.ProgramSpec `ebpf:"rttscope_flow_summaries"`
 	RttscopeTcEgress          *ebpf.ProgramSpec `ebpf:"rttscope_tc_egress"`
 	RttscopeTcIngress         *ebpf.ProgramSpec `ebpf:"rttscope_tc_ingress"`
 	RttscopeXdpIngress        *ebpf.ProgramSpec `ebpf:"rttscope_xdp_ingress"`
@@ -225,8 +235,12 @@ type RttscopeMapSpecs struct {
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	FlowMap        *ebpf.MapSpec `ebpf:"flow_map"`
 	FlowRing       *ebpf.MapSpec `ebpf:"flow_ring"`
+	FlowZero       *ebpf.MapSpec `ebpf:"flow_zero"`
 	L3Ifaces       *ebpf.MapSpec `ebpf:"l3_ifaces"`
 	PercpuCounters *ebpf.MapSpec `ebpf:"percpu_counters"`
+	Summaries      *ebpf.MapSpec `ebpf:"summaries"`
+	SummaryMap     *ebpf.MapSpec `ebpf:"summary_map"`
+	SummaryZero    *ebpf.MapSpec `ebpf:"summary_zero"`
 	TsMap          *ebpf.MapSpec `ebpf:"ts_map"`
 	TsRing         *ebpf.MapSpec `ebpf:"ts_ring"`
 }
@@ -240,6 +254,7 @@ type RttscopeVariableSpecs struct {
 	CfgAggPrefixV6        *ebpf.VariableSpec `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.VariableSpec `ebpf:"cfg_agg_reverse"`
 	CfgAggregate          *ebpf.VariableSpec `ebpf:"cfg_aggregate"`
+	CfgFlowSummary        *ebpf.VariableSpec `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.VariableSpec `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.VariableSpec `ebpf:"cfg_include_syn"`
 	CfgLocalFilter        *ebpf.VariableSpec `ebpf:"cfg_local_filter"`
@@ -281,8 +296,12 @@ type RttscopeMaps struct {
 	Events         *ebpf.Map `ebpf:"events"`
 	FlowMap        *ebpf.Map `ebpf:"flow_map"`
 	FlowRing       *ebpf.Map `ebpf:"flow_ring"`
+	FlowZero       *ebpf.Map `ebpf:"flow_zero"`
 	L3Ifaces       *ebpf.Map `ebpf:"l3_ifaces"`
 	PercpuCounters *ebpf.Map `ebpf:"percpu_counters"`
+	Summaries      *ebpf.Map `ebpf:"summaries"`
+	SummaryMap     *ebpf.Map `ebpf:"summary_map"`
+	SummaryZero    *ebpf.Map `ebpf:"summary_zero"`
 	TsMap          *ebpf.Map `ebpf:"ts_map"`
 	TsRing         *ebpf.Map `ebpf:"ts_ring"`
 }
@@ -295,8 +314,12 @@ func (m *RttscopeMaps) Close() error {
 		m.Events,
 		m.FlowMap,
 		m.FlowRing,
+		m.FlowZero,
 		m.L3Ifaces,
 		m.PercpuCounters,
+		m.Summaries,
+		m.SummaryMap,
+		m.SummaryZero,
 		m.TsMap,
 		m.TsRing,
 	)
@@ -311,6 +334,7 @@ type RttscopeVariables struct {
 	CfgAggPrefixV6        *ebpf.Variable `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.Variable `ebpf:"cfg_agg_reverse"`
 	CfgAggregate          *ebpf.Variable `ebpf:"cfg_aggregate"`
+	CfgFlowSummary        *ebpf.Variable `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.Variable `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.Variable `ebpf:"cfg_include_syn"`
 	CfgLocalFilter        *ebpf.Variable `ebpf:"cfg_local_filter"`
@@ -332,6 +356,7 @@ type RttscopeVariables struct {
 type RttscopePrograms struct {
 	RttscopeCleanupFlows      *ebpf.Program `ebpf:"rttscope_cleanup_flows"`
 	RttscopeCleanupTimestamps *ebpf.Program `ebpf:"rttscope_cleanup_timestamps"`
+	RttscopeFlowSummaries     *ebpf.Program `ebpf:"rttscope_flow_summaries"`
 	RttscopeTcEgress          *ebpf.Program `ebpf:"rttscope_tc_egress"`
 	RttscopeTcIngress         *ebpf.Program `ebpf:"rttscope_tc_ingress"`
 	RttscopeXdpIngress        *ebpf.Program `ebpf:"rttscope_xdp_ingress"`
@@ -341,6 +366,7 @@ func (p *RttscopePrograms) Close() error {
 	return _RttscopeClose(
 		p.RttscopeCleanupFlows,
 		p.RttscopeCleanupTimestamps,
+		p.RttscopeFlowSummaries,
 		p.RttscopeTcEgress,
 		p.RttscopeTcIngress,
 		p.RttscopeXdpIngress,
