@@ -69,12 +69,15 @@ SEC("iter/bpf_map_elem")
 int rttscope_flow_summaries(struct bpf_iter__bpf_map_elem *ctx)
 {
 	struct network_tuple *kp = ctx->key, key;
-	struct flow_state *fs = ctx->value;
+	struct flow_state *fs;
 
-	if (!kp || !fs)
+	if (!kp || !ctx->value)
 		return 0;
 	key = *kp;
-	summary_emit(&key, fs, cleanup_now(), 0);
+	/* As a map value pointer, fs may be indexed by a variable. */
+	fs = bpf_map_lookup_elem(&flow_map, &key);
+	if (fs)
+		summary_write(ctx->meta->seq, &key, fs, cleanup_now());
 	return 0;
 }
 

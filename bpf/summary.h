@@ -117,25 +117,24 @@ static __always_inline void summary_add(const struct network_tuple *key,
 		d->hist[bin]++;
 }
 
-/* Reports the summary of a flow (reason 0: periodic) and, when the flow
- * ends, forgets it. Global function: verified once. */
-__noinline int summary_emit(struct network_tuple *key, struct flow_state *fs,
-			    __u64 now, __u32 reason)
+/* Per-CPU scratch record for the iterator, which writes records to its
+ * output stream instead of the ring buffer (no loss, flow-controlled by the
+ * reader, however many flows there are). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct flow_summary_event);
+	__uint(max_entries, 1);
+} summary_scratch SEC(".maps");
+
+static __always_inline void summary_fill(struct flow_summary_event *e,
+					 const struct network_tuple *key,
+					 const struct flow_state *fs,
+					 const struct flow_summary *s,
+					 __u64 now, __u32 reason)
 {
-	struct flow_summary_event *e;
-	struct flow_summary *s;
 	__u32 i, side;
 
-	if (!key || !fs || !cfg_flow_summary)
-		return 0;
-	s = bpf_map_lookup_elem(&summary_map, key);
-	if (!s)
-		return 0;
-	e = bpf_ringbuf_reserve(&summaries, sizeof(*e), 0);
-	if (!e) {
-		count(summary_ringbuf_full);
-		goto out;
-	}
 	e->event_type = EVENT_TYPE_FLOW_SUMMARY;
 	e->reason = reason;
 	e->timestamp = now;
@@ -147,7 +146,7 @@ __noinline int summary_emit(struct network_tuple *key, struct flow_state *fs,
 		reverse_tuple(key, &e->flow);
 	e->flow.reserved = 0;
 	for (i = 0; i < 2; i++) {
-		side = i ^ (fs->opener & 1);
+		side = (i ^ fs->opener) & 1;
 		e->dir[i].pkts = fs->dir[side].sent_pkts;
 		e->dir[i].bytes = fs->dir[side].sent_bytes;
 		e->dir[i].min = fs->dir[side].min_rtt;
@@ -160,12 +159,51 @@ __noinline int summary_emit(struct network_tuple *key, struct flow_state *fs,
 		e->dir[i].reserved[1] = 0;
 		e->dir[i].reserved[2] = 0;
 	}
-	bpf_ringbuf_submit(e, 0);
-	count(summaries_sent);
-out:
-	if (reason)
-		bpf_map_delete_elem(&summary_map, key);
+}
+
+/* Reports the summary of a flow that ends (reason: enum flow_event_reason)
+ * through the summaries ring buffer and forgets it. Global function:
+ * verified once. */
+__noinline int summary_emit(struct network_tuple *key, struct flow_state *fs,
+			    __u64 now, __u32 reason)
+{
+	struct flow_summary_event *e;
+	struct flow_summary *s;
+
+	if (!key || !fs || !cfg_flow_summary)
+		return 0;
+	s = bpf_map_lookup_elem(&summary_map, key);
+	if (!s)
+		return 0;
+	e = bpf_ringbuf_reserve(&summaries, sizeof(*e), 0);
+	if (e) {
+		summary_fill(e, key, fs, s, now, reason);
+		bpf_ringbuf_submit(e, 0);
+		count(summaries_sent);
+	} else {
+		count(summary_ringbuf_full);
+	}
+	bpf_map_delete_elem(&summary_map, key);
 	return 0;
+}
+
+/* Writes the running summary of a flow (reason 0) to an iterator's output. */
+static __always_inline void summary_write(struct seq_file *seq,
+					  struct network_tuple *key,
+					  struct flow_state *fs, __u64 now)
+{
+	struct flow_summary_event *e;
+	struct flow_summary *s;
+	__u32 zero = 0;
+
+	if (!cfg_flow_summary)
+		return;
+	s = bpf_map_lookup_elem(&summary_map, key);
+	e = bpf_map_lookup_elem(&summary_scratch, &zero);
+	if (!s || !e)
+		return;
+	summary_fill(e, key, fs, s, now, 0);
+	bpf_seq_write(seq, e, sizeof(*e));
 }
 
 #endif /* RTTSCOPE_SUMMARY_H */

@@ -109,3 +109,59 @@ func NearestRank(n int, q float64) int {
 	}
 	return max(1, min(r, n))
 }
+
+// Per-flow summaries use a coarser histogram: CoarseBins bins, bin Bin(v)
+// >> CoarseShift, 8 sub-buckets per power of two (at most 12.5% wide), so a
+// quantile from it is within 1/16 (6.25%) of the sample from 1.024 µs up.
+const (
+	CoarseShift = 2
+	CoarseBins  = Bins>>CoarseShift + 1
+)
+
+// CoarseLower and CoarseUpper bound coarse bin c.
+func CoarseLower(c int) uint64 { return Lower(c << CoarseShift) }
+
+// CoarseUpper returns the first value past coarse bin c.
+func CoarseUpper(c int) uint64 {
+	last := c<<CoarseShift + 1<<CoarseShift - 1
+	if last >= Overflow {
+		return Upper(Overflow)
+	}
+	return Upper(last)
+}
+
+// CoarseQuantile is Quantile for a coarse histogram of 16-bit counts.
+func CoarseQuantile(h []uint16, count uint64, q float64, min, max uint64) uint64 {
+	if count == 0 {
+		return 0
+	}
+	var total uint64
+	for _, n := range h {
+		total += uint64(n)
+	}
+	// Saturated bins undercount: rank within what was counted.
+	rank := uint64(NearestRank(int(total), q))
+	var seen uint64
+	for c, n := range h {
+		seen += uint64(n)
+		if seen < rank || n == 0 {
+			continue
+		}
+		if c<<CoarseShift >= Overflow {
+			return max
+		}
+		lo, hi := CoarseLower(c), CoarseUpper(c)
+		return clamp(lo+(hi-lo)/2, min, max)
+	}
+	return max
+}
+
+func clamp(v, lo, hi uint64) uint64 {
+	if v < lo {
+		return lo
+	}
+	if v > hi {
+		return hi
+	}
+	return v
+}

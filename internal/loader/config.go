@@ -44,6 +44,10 @@ type Config struct {
 	// PrefixMapSize is how many prefixes one interval holds (two maps of
 	// this size exist when Aggregate is set).
 	PrefixMapSize uint32
+	// FlowSummary keeps per-flow RTT summaries, reported when a flow ends
+	// and, with FlowSummaryInterval > 0, that often for every flow.
+	FlowSummary         bool
+	FlowSummaryInterval time.Duration
 }
 
 // Default map sizes: together they hold 100,000 concurrent flows in less

@@ -31,6 +31,9 @@ func (o *Objects) Counters() (probe.RttscopeCounters, error) {
 		sum.TsEvicted += c.TsEvicted
 		sum.AggSamples += c.AggSamples
 		sum.AggMapFull += c.AggMapFull
+		sum.SummaryMapFull += c.SummaryMapFull
+		sum.SummaryRingbufFull += c.SummaryRingbufFull
+		sum.SummariesSent += c.SummariesSent
 	}
 	return sum, nil
 }

@@ -70,6 +70,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		"cfg_agg_prefix_v4":         uint32(cfg.AggPrefixV4),
 		"cfg_agg_prefix_v6":         uint32(cfg.AggPrefixV6),
 		"cfg_agg_reverse":           cfg.AggReverse,
+		"cfg_flow_summary":          cfg.FlowSummary,
 	}
 	for name, v := range consts {
 		vs, ok := spec.Variables[name]
@@ -90,6 +91,14 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	}
 	spec.Maps["agg_map0"].MaxEntries = prefixes
 	spec.Maps["agg_map1"].MaxEntries = prefixes
+	// Summaries exist for the flows in the flow map; their ring holds
+	// about a thousand records between two reads.
+	summaries, ring := uint32(1), uint32(4096)
+	if cfg.FlowSummary {
+		summaries, ring = cfg.FlowMapSize, 1<<20
+	}
+	spec.Maps["summary_map"].MaxEntries = summaries
+	spec.Maps["summaries"].MaxEntries = ring
 	return nil
 }
 

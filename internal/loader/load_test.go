@@ -27,6 +27,10 @@ func TestLoadPassesVerifier(t *testing.T) {
 		"aggregate-replay-reverse": func(c *Config) {
 			c.Aggregate, c.AggregateInterval, c.Replay, c.AggReverse, c.AggPrefixV4, c.AggPrefixV6 = true, time.Second, true, true, 32, 0
 		},
+		"flow-summary": func(c *Config) { c.FlowSummary, c.TrackICMP = true, true },
+		"flow-summary-aggregate-replay": func(c *Config) {
+			c.FlowSummary, c.Aggregate, c.AggregateInterval, c.Replay = true, true, time.Second, true
+		},
 		"aggregate-all": func(c *Config) {
 			c.Aggregate, c.AggregateInterval, c.TrackICMP, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, time.Second, true, true, true, true
 		},

@@ -145,6 +145,7 @@ const (
 	RttscopeMapPercpuCounters             = "percpu_counters"
 	RttscopeMapSummaries                  = "summaries"
 	RttscopeMapSummaryMap                 = "summary_map"
+	RttscopeMapSummaryScratch             = "summary_scratch"
 	RttscopeMapSummaryZero                = "summary_zero"
 	RttscopeMapTsMap                      = "ts_map"
 	RttscopeMapTsRing                     = "ts_ring"
@@ -240,6 +241,7 @@ type RttscopeMapSpecs struct {
 	PercpuCounters *ebpf.MapSpec `ebpf:"percpu_counters"`
 	Summaries      *ebpf.MapSpec `ebpf:"summaries"`
 	SummaryMap     *ebpf.MapSpec `ebpf:"summary_map"`
+	SummaryScratch *ebpf.MapSpec `ebpf:"summary_scratch"`
 	SummaryZero    *ebpf.MapSpec `ebpf:"summary_zero"`
 	TsMap          *ebpf.MapSpec `ebpf:"ts_map"`
 	TsRing         *ebpf.MapSpec `ebpf:"ts_ring"`
@@ -301,6 +303,7 @@ type RttscopeMaps struct {
 	PercpuCounters *ebpf.Map `ebpf:"percpu_counters"`
 	Summaries      *ebpf.Map `ebpf:"summaries"`
 	SummaryMap     *ebpf.Map `ebpf:"summary_map"`
+	SummaryScratch *ebpf.Map `ebpf:"summary_scratch"`
 	SummaryZero    *ebpf.Map `ebpf:"summary_zero"`
 	TsMap          *ebpf.Map `ebpf:"ts_map"`
 	TsRing         *ebpf.Map `ebpf:"ts_ring"`
@@ -319,6 +322,7 @@ func (m *RttscopeMaps) Close() error {
 		m.PercpuCounters,
 		m.Summaries,
 		m.SummaryMap,
+		m.SummaryScratch,
 		m.SummaryZero,
 		m.TsMap,
 		m.TsRing,

@@ -1,0 +1,78 @@
+package events
+
+import (
+	"time"
+
+	"github.com/rttscope/rttscope/internal/hist"
+)
+
+// KindFlowSummary is the record kind of per-flow summaries (they travel in
+// their own ring buffer and iterator stream, not with RTT and flow events).
+const KindFlowSummary Kind = 3
+
+// Layout of struct flow_summary_event (bpf/summary.h).
+const (
+	FlowSummarySize  = 1048
+	summaryDirOffset = 72
+	summaryDirSize   = 488
+)
+
+// FlowDirSummary covers what one side of a flow sent, and the RTTs of its
+// packets (answered by the other side).
+type FlowDirSummary struct {
+	Packets, Bytes uint64
+	// Count is the number of RTT samples; the durations are zero without.
+	Count          uint64
+	Min, Mean, Max time.Duration // exact
+	P50, P99       time.Duration // from a coarse histogram (within 6.25%)
+}
+
+// FlowSummary summarises one flow: at its end (Reason says why) or, with
+// Reason 0, periodically while it lasts.
+type FlowSummary struct {
+	// Time is when the summary was taken, Start when the flow was first
+	// seen (Unix ns).
+	Time, Start int64
+	// Flow is in the direction of the packet that opened the flow; Src
+	// describes what Flow.Src sent, Dst what Flow.Dst sent.
+	Flow     Flow
+	Reason   FlowReason
+	Src, Dst FlowDirSummary
+}
+
+// DecodeFlowSummary fills s from a flow_summary_event record.
+func (d *Decoder) DecodeFlowSummary(raw []byte, s *FlowSummary) error {
+	if len(raw) < FlowSummarySize {
+		return ErrShortRecord
+	}
+	if Kind(le.Uint32(raw)) != KindFlowSummary {
+		return ErrUnknownKind
+	}
+	s.Reason = FlowReason(le.Uint32(raw[4:]))
+	s.Time = int64(le.Uint64(raw[8:])) + d.ClockOffset
+	decodeTuple(raw[tupleOffset:], &s.Flow)
+	s.Start = int64(le.Uint64(raw[64:])) + d.ClockOffset
+	decodeDirSummary(raw[summaryDirOffset:], &s.Src)
+	decodeDirSummary(raw[summaryDirOffset+summaryDirSize:], &s.Dst)
+	return nil
+}
+
+func decodeDirSummary(b []byte, d *FlowDirSummary) {
+	var h [hist.CoarseBins]uint16
+	d.Packets = le.Uint64(b[0:])
+	d.Bytes = le.Uint64(b[8:])
+	d.Count = le.Uint64(b[16:])
+	sum := le.Uint64(b[24:])
+	min, max := le.Uint64(b[32:]), le.Uint64(b[40:])
+	d.Min, d.Mean, d.Max, d.P50, d.P99 = 0, 0, 0, 0, 0
+	if d.Count == 0 {
+		return
+	}
+	for i := range h {
+		h[i] = le.Uint16(b[48+2*i:])
+	}
+	d.Min, d.Max = time.Duration(min), time.Duration(max)
+	d.Mean = time.Duration(sum / d.Count)
+	d.P50 = time.Duration(hist.CoarseQuantile(h[:], d.Count, 0.5, min, max))
+	d.P99 = time.Duration(hist.CoarseQuantile(h[:], d.Count, 0.99, min, max))
+}
