@@ -37,6 +37,8 @@ type sampleFlags struct {
 	aggV4, aggV6     uint8
 	aggReverse       bool
 	prefixMapSize    uint32
+	flowSummary      bool
+	flowSummaryEvery time.Duration
 }
 
 func (f *sampleFlags) register(cmd *cobra.Command, withLocal bool) {
@@ -61,6 +63,8 @@ func (f *sampleFlags) register(cmd *cobra.Command, withLocal bool) {
 	fl.Uint8Var(&f.aggV4, "aggregate-subnets-v4", def.AggPrefixV4, "prefix length of IPv4 aggregation prefixes (0-32)")
 	fl.Uint8Var(&f.aggV6, "aggregate-subnets-v6", def.AggPrefixV6, "prefix length of IPv6 aggregation prefixes (0-128)")
 	fl.BoolVar(&f.aggReverse, "aggregate-reverse", false, "aggregate RTTs on the destination of the reply (the host that sent the timestamped packet) instead of its source, and traffic on the local instead of the remote address")
+	fl.BoolVar(&f.flowSummary, "flow-summary", false, "report one summary per flow when it ends (FIN, RST, timeout): packets and bytes each way, duration, RTT count, min, mean, p50, p99, max (kernel memory: see docs/aggregation.md)")
+	fl.DurationVar(&f.flowSummaryEvery, "flow-summary-interval", 0, "with --flow-summary, also report every live flow this often (0 = only at the end)")
 	fl.Uint32Var(&f.prefixMapSize, "prefix-map-size", def.PrefixMapSize, "maximum number of prefixes per aggregation interval (kernel memory: see docs/aggregation.md)")
 }
 
@@ -97,6 +101,10 @@ func (f *sampleFlags) config() (loader.Config, error) {
 	cfg.AggPrefixV4, cfg.AggPrefixV6 = f.aggV4, f.aggV6
 	cfg.AggReverse = f.aggReverse
 	cfg.PrefixMapSize = f.prefixMapSize
+	if f.flowSummaryEvery < 0 || (f.flowSummaryEvery > 0 && !f.flowSummary) {
+		return cfg, usageError{"--flow-summary-interval needs --flow-summary and must be >= 0"}
+	}
+	cfg.FlowSummary, cfg.FlowSummaryInterval = f.flowSummary, f.flowSummaryEvery
 	if err := cfg.Validate(); err != nil {
 		return cfg, usageError{err.Error()}
 	}

@@ -43,6 +43,8 @@ type Writer interface {
 type SummaryWriter interface {
 	// WriteAggregate writes a prefix summary of aggregated mode.
 	WriteAggregate(a *events.Aggregate) error
+	// WriteFlowSummary writes a per-flow summary (--flow-summary).
+	WriteFlowSummary(s *events.FlowSummary) error
 }
 
 // Restarter is implemented by every Writer returned by New. It lets the

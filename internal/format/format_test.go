@@ -69,6 +69,12 @@ func fixture() []any {
 			P99: 69_000_000_000, Max: 69_000_000_000,
 			Histogram: []events.HistBin{{Lower: 983_040, Upper: 1_015_808, Count: 1}, {Lower: 1_015_808, Upper: 1_048_576, Count: 2},
 				{Lower: 68_719_476_736, Count: 1}}},
+		// Per-flow summaries: at close, and periodic without samples.
+		&events.FlowSummary{Time: t0 + 4_000_000_000, Start: t0, Flow: tcp4, Reason: events.ReasonFIN,
+			Src: events.FlowDirSummary{Packets: 10, Bytes: 15000, Count: 3, Min: 40_000_000, Mean: 41_000_000,
+				Max: 43_000_000, P50: 40_370_176, P99: 42_991_616},
+			Dst: events.FlowDirSummary{Packets: 8, Bytes: 600}},
+		&events.FlowSummary{Time: t0 + 2_000_000_000, Start: t0 + 1_000_000_000, Flow: icmp6, Src: events.FlowDirSummary{Packets: 1, Bytes: 104}},
 		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,
 			Prefix: netip.MustParsePrefix("2001:db8::/48"),
 			RX:     events.Traffic{Packets: [4]uint64{0, 0, 3, 0}, Bytes: [4]uint64{0, 0, 312, 0}, ECN: [4]uint64{3, 0, 0, 0}}},
@@ -88,6 +94,8 @@ func writeAll(t testing.TB, w Writer, evs []any) {
 			err = w.WriteStats(e)
 		case *events.Aggregate:
 			err = w.(SummaryWriter).WriteAggregate(e)
+		case *events.FlowSummary:
+			err = w.(SummaryWriter).WriteFlowSummary(e)
 		default:
 			t.Fatalf("unexpected fixture type %T", ev)
 		}
@@ -327,13 +335,17 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 		want = flowKeys
 	case *events.Stats:
 		want = statsKeys
-	case *events.Aggregate:
+	case *events.Aggregate, *events.FlowSummary:
 		var top map[string]json.RawMessage
 		if err := json.Unmarshal(obj, &top); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := top["ip_prefix"]; !ok || string(top["type"]) != `"aggregate"` {
-			t.Errorf("%s: not an aggregate record", obj)
+		want := `"aggregate"`
+		if _, ok := ev.(*events.FlowSummary); ok {
+			want = `"flow_summary"`
+		}
+		if string(top["type"]) != want {
+			t.Errorf("%s: not a %s record", obj, want)
 		}
 		return
 	}

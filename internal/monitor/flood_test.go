@@ -61,7 +61,7 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 	cfg.RateLimit = 10 * time.Millisecond
 	cfg.Aggregate, cfg.AggregateInterval = true, time.Second
 
-	var out, log syncBuffer
+	var out, log floodBuffer
 	w, err := format.New("jsonl", &out, format.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -212,26 +212,26 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the monitor's and the test's
+// floodBuffer is a bytes.Buffer safe for the monitor's and the test's
 // goroutines.
-type syncBuffer struct {
+type floodBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *floodBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *floodBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
 }
 
-func (s *syncBuffer) Bytes() []byte {
+func (s *floodBuffer) Bytes() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]byte(nil), s.b.Bytes()...)

@@ -124,12 +124,23 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}()
 
 	var agg *aggregation
-	if cfg.Aggregate {
+	if cfg.Aggregate || cfg.FlowSummary {
 		sw, ok := opts.Output.(format.SummaryWriter)
 		if !ok {
-			return errors.New("the output writer cannot write aggregated records")
+			return errors.New("the output writer cannot write aggregated records or flow summaries")
 		}
-		agg = &aggregation{a: objs.NewAggregator(true), out: sw, start: time.Now().UnixNano()}
+		agg = &aggregation{out: sw, start: time.Now().UnixNano()}
+	}
+	if cfg.Aggregate {
+		agg.a = objs.NewAggregator(true)
+	}
+	if cfg.FlowSummary {
+		s, serr := objs.NewSummaries(r.dec.ClockOffset)
+		if serr != nil {
+			return serr
+		}
+		defer s.Close()
+		agg.sums = s
 	}
 	err = housekeeping(runCtx, opts, objs, cleaner, r, gone, readErr, agg)
 
@@ -152,7 +163,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		err = errors.Join(err, r.drain())
 	}
 	if agg != nil {
-		err = errors.Join(err, agg.collect())
+		err = errors.Join(err, agg.collect(), agg.drain())
 	}
 	err = errors.Join(err, writeStats(objs, opts.Output))
 	return errors.Join(err, opts.Output.Flush())
@@ -189,11 +200,16 @@ func housekeeping(ctx context.Context, opts Options, objs *loader.Objects, clean
 		defer t.Stop()
 		statsC = t.C
 	}
-	var aggC <-chan time.Time
-	if agg != nil {
+	var aggC, sumC <-chan time.Time
+	if opts.BPF.Aggregate {
 		t := time.NewTicker(opts.BPF.AggregateInterval)
 		defer t.Stop()
 		aggC = t.C
+	}
+	if opts.BPF.FlowSummary && opts.BPF.FlowSummaryInterval > 0 {
+		t := time.NewTicker(opts.BPF.FlowSummaryInterval)
+		defer t.Stop()
+		sumC = t.C
 	}
 	flush := time.NewTicker(200 * time.Millisecond)
 	defer flush.Stop()
@@ -210,8 +226,15 @@ func housekeeping(ctx context.Context, opts Options, objs *loader.Objects, clean
 				return err
 			}
 			r.setClockOffset(clockOffset())
+			if agg != nil && agg.sums != nil {
+				agg.sums.SetClockOffset(r.offset.Load())
+			}
 		case <-aggC:
 			if err := agg.collect(); err != nil {
+				return err
+			}
+		case <-sumC:
+			if err := agg.snapshot(); err != nil {
 				return err
 			}
 		case <-statsC:
@@ -219,6 +242,9 @@ func housekeeping(ctx context.Context, opts Options, objs *loader.Objects, clean
 				return err
 			}
 		case <-flush.C:
+			if err := agg.drain(); err != nil {
+				return err
+			}
 			if err := opts.Output.Flush(); err != nil {
 				return fmt.Errorf("write output: %w", err)
 			}
@@ -235,15 +261,36 @@ func writeStats(objs *loader.Objects, out format.Writer) error {
 	return out.WriteStats(&s)
 }
 
-// aggregation ends the intervals of aggregated mode.
+// aggregation ends the intervals of aggregated mode and delivers per-flow
+// summaries; either part may be absent (nil a or sums).
 type aggregation struct {
 	a     *loader.Aggregator
+	sums  *loader.Summaries
 	out   format.SummaryWriter
 	start int64
 }
 
+// drain writes the summaries of flows that ended.
+func (g *aggregation) drain() error {
+	if g == nil || g.sums == nil {
+		return nil
+	}
+	return g.sums.Drain(g.out.WriteFlowSummary)
+}
+
+// snapshot writes the summaries of every live flow.
+func (g *aggregation) snapshot() error {
+	if err := g.drain(); err != nil {
+		return err
+	}
+	return g.sums.Snapshot(g.out.WriteFlowSummary)
+}
+
 // collect writes the records of the interval that ends now.
 func (g *aggregation) collect() error {
+	if g == nil || g.a == nil {
+		return nil
+	}
 	end := time.Now().UnixNano()
 	err := g.a.Collect(g.start, end, g.out.WriteAggregate)
 	g.start = end
