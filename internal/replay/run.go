@@ -190,6 +190,25 @@ func (r *Replay) Run(ctx context.Context, out format.Writer) (sum Summary, err e
 		interval: int64(opts.CleanupInterval),
 		horizon:  int64(max(opts.BPF.TCPFlowTimeout, opts.BPF.OtherFlowTimeout, opts.BPF.TimestampTimeout) + opts.CleanupInterval),
 	}
+	if opts.BPF.Aggregate || opts.BPF.FlowSummary {
+		sw, ok := out.(format.SummaryWriter)
+		if !ok {
+			return sum, errors.New("the output writer cannot write aggregated records or flow summaries")
+		}
+		l.sw = sw
+		if opts.BPF.Aggregate {
+			// Interval boundaries in capture time; the programs have
+			// returned when Collect runs (after a flush), so no grace.
+			l.agg = r.eng.Objects().NewAggregator(false)
+			l.aggInterval = int64(opts.BPF.AggregateInterval)
+		}
+		if opts.BPF.FlowSummary {
+			if l.sums, err = r.eng.Objects().NewSummaries(0); err != nil {
+				return sum, err
+			}
+			defer l.sums.Close()
+		}
+	}
 	if len(opts.Interfaces) > 0 {
 		l.keep = make(map[int]bool, len(opts.Interfaces))
 		for _, i := range opts.Interfaces {
@@ -213,6 +232,15 @@ func (r *Replay) Run(ctx context.Context, out format.Writer) (sum Summary, err e
 	// Write what the packets read so far gave, also after a read error.
 	if ferr := l.flush(); err == nil {
 		err = ferr
+	}
+	if l.agg != nil && l.aggEnd != 0 {
+		// The last interval ends with the last packet.
+		if aerr := l.agg.Collect(l.aggStart, sum.Last, l.sw.WriteAggregate); err == nil {
+			err = aerr
+		}
+	}
+	if derr := l.drainSummaries(); err == nil {
+		err = derr
 	}
 	if err == nil && opts.Stats {
 		err = writeStats(r.eng, out, sum.Last)
@@ -249,6 +277,41 @@ type replayer struct {
 	quiet    int64 // no cleanup can have an effect after this time
 	expiries uint64
 	par      *parallel // nil: sequential
+	// Aggregated mode and flow summaries (docs/aggregation.md).
+	sw               format.SummaryWriter
+	agg              *loader.Aggregator
+	aggInterval      int64
+	aggStart, aggEnd int64 // the open interval; aggEnd 0 before the first packet
+	sums             *loader.Summaries
+}
+
+// drainSummaries writes the summaries of flows that ended.
+func (r *replayer) drainSummaries() error {
+	if r.sums == nil {
+		return nil
+	}
+	return r.sums.Drain(r.sw.WriteFlowSummary)
+}
+
+// aggregate closes the aggregation interval if ts is past its end.
+func (r *replayer) aggregate(ts int64) error {
+	if r.agg == nil {
+		return nil
+	}
+	if r.aggEnd != 0 && ts < r.aggEnd {
+		return nil
+	}
+	if r.aggEnd != 0 {
+		if err := r.flush(); err != nil {
+			return err
+		}
+		if err := r.agg.Collect(r.aggStart, r.aggEnd, r.sw.WriteAggregate); err != nil {
+			return err
+		}
+	}
+	r.aggStart = ts - ts%r.aggInterval
+	r.aggEnd = r.aggStart + r.aggInterval
+	return nil
 }
 
 // flush runs the packets queued for parallel replay.
@@ -263,9 +326,19 @@ func (r *replayer) flush() error {
 // updates of the progress line.
 const checkEvery = 4096
 
+// summaryEvery is how many packets pass between two reads of the flow
+// summary ring buffer (1 MiB: about 1000 summaries).
+const summaryEvery = 512
+
 func (r *replayer) loop(ctx context.Context, rd *capture.Reader, sum *Summary, prog *progress) error {
 	var last int64
 	for {
+		if sum.Packets%summaryEvery == 0 {
+			// Flows ending between two drains must fit the ring.
+			if err := r.drainSummaries(); err != nil {
+				return err
+			}
+		}
 		if sum.Packets%checkEvery == 0 {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("%s: interrupted after %d packets: %w", rd.Name(), sum.Packets, err)
@@ -302,6 +375,9 @@ func (r *replayer) loop(ctx context.Context, rd *capture.Reader, sum *Summary, p
 			r.next = ts - ts%r.interval + r.interval
 		}
 		sum.First, sum.Last = min(sum.First, ts), max(sum.Last, ts)
+		if err := r.aggregate(ts); err != nil {
+			return err
+		}
 		if ts >= r.next {
 			if err := r.flush(); err != nil {
 				return err
