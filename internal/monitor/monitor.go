@@ -71,9 +71,6 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return err
 	}
 	defer objs.Close()
-	if ms, err := objs.MemoryUsage(); err == nil {
-		fmt.Fprintf(opts.Log, "rttscope: %s\n", loader.MemorySummary(ms))
-	}
 	for _, ifc := range ifaces {
 		if ifc.L3Only {
 			if err := objs.MarkL3Interface(uint32(ifc.Index)); err != nil {
@@ -100,6 +97,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	defer func() { err = errors.Join(err, atts.closeAll()) }()
 	for _, a := range atts.list() {
 		fmt.Fprintf(opts.Log, "rttscope: watching %s (%v)\n", a.Iface.Name, a.Modes)
+	}
+	if ms, err := objs.MemoryUsage(); err == nil {
+		fmt.Fprintf(opts.Log, "rttscope: %s\n", loader.MemorySummary(ms))
 	}
 	if opts.OnAttached != nil {
 		opts.OnAttached()
