@@ -17,8 +17,8 @@
 #include "maps.h"
 
 struct agg_key {
-	struct in6_addr prefix;	/* masked; IPv4 as v4-mapped IPv6 */
-	__u8 ipv;		/* AF_INET or AF_INET6 */
+	struct in6_addr prefix; /* masked; IPv4 as v4-mapped IPv6 */
+	__u8 ipv; /* AF_INET or AF_INET6 */
 	__u8 prefix_len;
 	__u16 reserved;
 };
@@ -26,20 +26,20 @@ struct agg_key {
 enum proto_class {
 	PROTO_CLASS_TCP = 0,
 	PROTO_CLASS_UDP = 1,
-	PROTO_CLASS_ICMP = 2,	/* ICMP and ICMPv6 */
+	PROTO_CLASS_ICMP = 2, /* ICMP and ICMPv6 */
 	PROTO_CLASS_OTHER = 3,
 	PROTO_CLASSES = 4,
 };
 
 struct traffic_counters {
 	__u64 pkts[PROTO_CLASSES];
-	__u64 bytes[PROTO_CLASSES];	/* IP header + payload */
-	__u64 ecn[4];			/* packets by ECN codepoint (tos & 3) */
+	__u64 bytes[PROTO_CLASSES]; /* IP header + payload */
+	__u64 ecn[4]; /* packets by ECN codepoint (tos & 3) */
 };
 
 struct agg_stats {
-	struct traffic_counters rx;	/* ingress, from the prefix */
-	struct traffic_counters tx;	/* egress, to the prefix */
+	struct traffic_counters rx; /* ingress, from the prefix */
+	struct traffic_counters tx; /* egress, to the prefix */
 	__u64 rtt_count;
 	__u64 rtt_sum;
 	__u64 rtt_min;
@@ -89,8 +89,8 @@ static __always_inline void make_agg_key(struct agg_key *k,
 					 const struct in6_addr *addr, __u8 ipv)
 {
 	/* IPv4 addresses are v4-mapped: the mask also keeps ::ffff. */
-	__u32 plen = ipv == AF_INET ? 96 + cfg_agg_prefix_v4 :
-				      cfg_agg_prefix_v6;
+	__u32 plen =
+		ipv == AF_INET ? 96 + cfg_agg_prefix_v4 : cfg_agg_prefix_v6;
 	int i;
 
 #pragma unroll
@@ -152,8 +152,8 @@ __noinline int agg_count_packet(struct packet_info *p)
 		return 0;
 	/* Ingress: the remote end is the source; egress: the destination. */
 	use_src = !p->is_egress != cfg_agg_reverse;
-	make_agg_key(&k, use_src ? &p->pid.flow.saddr.ip :
-				   &p->pid.flow.daddr.ip,
+	make_agg_key(&k,
+		     use_src ? &p->pid.flow.saddr.ip : &p->pid.flow.daddr.ip,
 		     p->pid.flow.ipv);
 	s = get_agg_stats(&k);
 	if (!s)
@@ -176,8 +176,9 @@ __noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
 
 	if (!p)
 		return 0;
-	make_agg_key(&k, cfg_agg_reverse ? &p->pid.flow.daddr.ip :
-					   &p->pid.flow.saddr.ip,
+	make_agg_key(&k,
+		     cfg_agg_reverse ? &p->pid.flow.daddr.ip :
+				       &p->pid.flow.saddr.ip,
 		     p->pid.flow.ipv);
 	s = get_agg_stats(&k);
 	if (!s)

@@ -7,39 +7,39 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#define ETH_P_IP	0x0800
-#define ETH_P_IPV6	0x86DD
-#define ETH_P_8021Q	0x8100
-#define ETH_P_8021AD	0x88A8
+#define ETH_P_IP     0x0800
+#define ETH_P_IPV6   0x86DD
+#define ETH_P_8021Q  0x8100
+#define ETH_P_8021AD 0x88A8
 
-#define AF_INET		2
-#define AF_INET6	10
+#define AF_INET	 2
+#define AF_INET6 10
 
-#define IPPROTO_ICMP	1
-#define IPPROTO_TCP	6
-#define IPPROTO_UDP	17
-#define IPPROTO_ICMPV6	58
+#define IPPROTO_ICMP   1
+#define IPPROTO_TCP    6
+#define IPPROTO_UDP    17
+#define IPPROTO_ICMPV6 58
 
-#define ICMP_ECHOREPLY		0
-#define ICMP_ECHO		8
-#define ICMPV6_ECHO_REQUEST	128
-#define ICMPV6_ECHO_REPLY	129
+#define ICMP_ECHOREPLY	    0
+#define ICMP_ECHO	    8
+#define ICMPV6_ECHO_REQUEST 128
+#define ICMPV6_ECHO_REPLY   129
 
 /* tc/TCX verdict that passes the packet on to the next program: used so an
  * observer never ends the chain for programs attached after it. Same value
  * as TC_ACT_UNSPEC for the legacy clsact attach. */
-#define TC_NEXT		-1
+#define TC_NEXT -1
 
-#define NS_PER_MS	1000000ULL
-#define NS_PER_SEC	1000000000ULL
+#define NS_PER_MS  1000000ULL
+#define NS_PER_SEC 1000000000ULL
 
-#define MAX_VLAN_TAGS		2
-#define MAX_IPV6_EXT_HDRS	8
+#define MAX_VLAN_TAGS	  2
+#define MAX_IPV6_EXT_HDRS 8
 /* Largest L4 header offset accepted; keeps verifier packet ranges valid
  * (offset + header size must stay below 64 KiB). */
-#define MAX_L4_OFFSET		4096
+#define MAX_L4_OFFSET 4096
 
 /* errno values the map helpers return, negated. */
-#define E2BIG_ERR	7
+#define E2BIG_ERR 7
 
 #endif /* RTTSCOPE_COMMON_H */

@@ -33,7 +33,7 @@ struct rtt_event {
 	__u32 event_type;
 	__u32 ifindex;
 	__u64 timestamp;
-	struct network_tuple flow;	/* direction of the reply */
+	struct network_tuple flow; /* direction of the reply */
 	__u32 match_on_egress;
 	__u64 rtt;
 	__u64 min_rtt;
@@ -48,7 +48,7 @@ struct flow_event {
 	__u32 event_type;
 	__u32 ifindex;
 	__u64 timestamp;
-	struct network_tuple flow;	/* direction of the opening packet */
+	struct network_tuple flow; /* direction of the opening packet */
 	__u8 flow_event_type;
 	__u8 reason;
 	__u8 triggered_by_src;
@@ -74,10 +74,10 @@ struct counters {
 	__u64 ts_deleted;
 	__u64 ts_map_full;
 	__u64 ts_expired;
-	__u64 flows_evicted;	/* replaced to make room (evict.h) */
+	__u64 flows_evicted; /* replaced to make room (evict.h) */
 	__u64 ts_evicted;
-	__u64 agg_samples;	/* RTT samples added to a histogram */
-	__u64 agg_map_full;	/* updates lost: no room for a new prefix */
+	__u64 agg_samples; /* RTT samples added to a histogram */
+	__u64 agg_map_full; /* updates lost: no room for a new prefix */
 	__u64 summary_map_full;
 	__u64 summary_ringbuf_full;
 	__u64 summaries_sent;

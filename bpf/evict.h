@@ -19,12 +19,12 @@
 #include "maps.h"
 #include "summary.h"
 
-#define EVICT_RING_SIZE		256	/* power of two */
-#define EVICT_TRIES		8
+#define EVICT_RING_SIZE 256 /* power of two */
+#define EVICT_TRIES	8
 
 struct flow_ring {
-	__u32 head;	/* next slot to write */
-	__u32 tail;	/* next candidate */
+	__u32 head; /* next slot to write */
+	__u32 tail; /* next candidate */
 	struct network_tuple keys[EVICT_RING_SIZE];
 };
 
@@ -97,7 +97,7 @@ __noinline int evict_flow(__u64 now)
 	head = r->head;
 	tail = r->tail;
 	if (head - tail > EVICT_RING_SIZE)
-		tail = head - EVICT_RING_SIZE;	/* overwritten */
+		tail = head - EVICT_RING_SIZE; /* overwritten */
 	for (i = 0; i < EVICT_TRIES && tail != head; i++) {
 		slot = tail++ & (EVICT_RING_SIZE - 1);
 		key = &r->keys[slot];
@@ -105,7 +105,7 @@ __noinline int evict_flow(__u64 now)
 		if (!fs)
 			continue;
 		timeout = key->proto == IPPROTO_TCP ? cfg_tcp_flow_timeout_ns :
-						     cfg_other_flow_timeout_ns;
+						      cfg_other_flow_timeout_ns;
 		if (fs->dir[0].min_rtt || fs->dir[1].min_rtt) {
 			if (now <= fs->last_seen ||
 			    now - fs->last_seen <= timeout)
@@ -141,7 +141,7 @@ __noinline int evict_ts(__u64 now)
 	head = r->head;
 	tail = r->tail;
 	if (head - tail > EVICT_RING_SIZE)
-		tail = head - EVICT_RING_SIZE;	/* overwritten */
+		tail = head - EVICT_RING_SIZE; /* overwritten */
 	for (i = 0; i < EVICT_TRIES && tail != head; i++) {
 		slot = tail++ & (EVICT_RING_SIZE - 1);
 		pid = &r->keys[slot];

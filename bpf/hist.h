@@ -9,12 +9,12 @@
 
 #include "common.h"
 
-#define HIST_SUB_BITS	5
-#define HIST_SUBS	(1 << HIST_SUB_BITS)
-#define HIST_MIN_EXP	10	/* first log bucket: [2^10, 2^11) ns */
-#define HIST_MAX_EXP	36	/* overflow from 2^36 ns */
-#define HIST_OVERFLOW	((HIST_MAX_EXP - HIST_MIN_EXP + 1) * HIST_SUBS)
-#define HIST_BINS	(HIST_OVERFLOW + 1)
+#define HIST_SUB_BITS 5
+#define HIST_SUBS     (1 << HIST_SUB_BITS)
+#define HIST_MIN_EXP  10 /* first log bucket: [2^10, 2^11) ns */
+#define HIST_MAX_EXP  36 /* overflow from 2^36 ns */
+#define HIST_OVERFLOW ((HIST_MAX_EXP - HIST_MIN_EXP + 1) * HIST_SUBS)
+#define HIST_BINS     (HIST_OVERFLOW + 1)
 
 /* floor(log2(v)) for v > 0 in six branch-free steps (BPF has no clz). */
 static __always_inline __u32 ilog2_u64(__u64 v)

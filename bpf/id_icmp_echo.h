@@ -38,7 +38,8 @@ static __always_inline int parse_echo(struct parsing_context *pctx, void *l4,
 }
 
 static __always_inline int parse_icmp_identifier(struct parsing_context *pctx,
-						 void *l4, struct packet_info *p)
+						 void *l4,
+						 struct packet_info *p)
 {
 	return parse_echo(pctx, l4, p, ICMP_ECHO, ICMP_ECHOREPLY);
 }

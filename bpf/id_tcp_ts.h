@@ -36,8 +36,8 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 		p->event_reason = EVENT_REASON_FIN;
 	} else if (tcph->syn) {
 		p->event_type = FLOW_EVENT_OPENING;
-		p->event_reason = tcph->ack ? EVENT_REASON_SYN_ACK :
-					      EVENT_REASON_SYN;
+		p->event_reason =
+			tcph->ack ? EVENT_REASON_SYN_ACK : EVENT_REASON_SYN;
 	}
 
 	off = l4 - pctx->data;
@@ -46,13 +46,14 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 	else
 		ret = tcp_ts_skb(pctx->ctx, off, &ts);
 	if (ret < 0)
-		return 0;	/* still counts for flow state, no identifiers */
+		return 0; /* still counts for flow state, no identifiers */
 
 	/* A pure ACK elicits no reply of its own: timestamping it would give
 	 * samples inflated by the peer's next send. */
 	has_payload = p->l3_len > p->l4_offset + hdrlen;
 	p->pid.identifier = ts.tsval;
-	p->pid_valid = has_payload || tcph->fin || (tcph->syn && cfg_include_syn);
+	p->pid_valid =
+		has_payload || tcph->fin || (tcph->syn && cfg_include_syn);
 	if (tcph->syn && !cfg_include_syn)
 		p->pid_valid = false;
 

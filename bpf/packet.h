@@ -8,29 +8,29 @@
 #include "events.h"
 
 struct parsing_context {
-	void *ctx;		/* struct __sk_buff or struct xdp_md */
+	void *ctx; /* struct __sk_buff or struct xdp_md */
 	void *data;
 	void *data_end;
 	__u32 ifindex;
-	__u16 l3_proto;		/* EtherType when the frame has no L2 header */
+	__u16 l3_proto; /* EtherType when the frame has no L2 header */
 	bool l3_only;
-	bool is_xdp;		/* constant per program: picks the walkers */
+	bool is_xdp; /* constant per program: picks the walkers */
 };
 
 struct packet_info {
 	__u64 time;
-	__u32 l3_len;		/* IP header + payload, the byte counters' unit */
-	__u32 l4_offset;	/* bytes from the IP header to the L4 header */
+	__u32 l3_len; /* IP header + payload, the byte counters' unit */
+	__u32 l4_offset; /* bytes from the IP header to the L4 header */
 	__u32 ifindex;
 	bool is_egress;
-	bool l3_valid;		/* addresses, l3_len, ip_tos and proto are set */
-	bool pid_valid;		/* pid.identifier should be timestamped */
-	bool reply_valid;	/* reply_id answers an earlier identifier */
-	__u8 event_type;	/* enum flow_event_type caused by this packet */
-	__u8 event_reason;	/* enum flow_event_reason */
+	bool l3_valid; /* addresses, l3_len, ip_tos and proto are set */
+	bool pid_valid; /* pid.identifier should be timestamped */
+	bool reply_valid; /* reply_id answers an earlier identifier */
+	__u8 event_type; /* enum flow_event_type caused by this packet */
+	__u8 event_reason; /* enum flow_event_reason */
 	__u8 ip_tos;
 	__u32 reply_id;
-	struct packet_id pid;	/* tuple of this packet + its identifier */
+	struct packet_id pid; /* tuple of this packet + its identifier */
 };
 
 #endif /* RTTSCOPE_PACKET_H */

@@ -13,7 +13,6 @@
 #include "summary.h"
 #include "evict.h"
 
-
 char LICENSE[] SEC("license") = "GPL";
 
 /* Parses a packet down to its RTT identifiers. Returns -1 when the packet
@@ -144,9 +143,10 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 /* Looks up the flow of a packet, creating it when the packet may open one.
  * Only packets worth timestamping open flows, so pure ACKs and stray replies
  * of unknown flows leave no state behind. */
-static __always_inline struct flow_state *
-get_flow(struct packet_info *p, struct network_tuple *key, __u32 side,
-	 bool *new_flow, struct counters *c)
+static __always_inline struct flow_state *get_flow(struct packet_info *p,
+						   struct network_tuple *key,
+						   __u32 side, bool *new_flow,
+						   struct counters *c)
 {
 	struct flow_state *fs, *init;
 	__u32 zero = 0;
@@ -174,7 +174,7 @@ get_flow(struct packet_info *p, struct network_tuple *key, __u32 side,
 	}
 	fs = bpf_map_lookup_elem(&flow_map, key);
 	if (!fs || ret != 0)
-		return fs;	/* another CPU created it first */
+		return fs; /* another CPU created it first */
 
 	/* Set before any other CPU can act on it: only the creator gets
 	 * here, and others only read opener for event naming. */
@@ -185,13 +185,13 @@ get_flow(struct packet_info *p, struct network_tuple *key, __u32 side,
 	summary_open(key, p->time);
 	*new_flow = true;
 	reason = p->event_type == FLOW_EVENT_OPENING ?
-			 p->event_reason : EVENT_REASON_FIRST_OBS_PCKT;
+			 p->event_reason :
+			 EVENT_REASON_FIRST_OBS_PCKT;
 	send_flow_event(p, fs, side, FLOW_EVENT_OPENING, reason, c);
 	return fs;
 }
 
-static __always_inline bool is_rate_limited(__u64 now,
-					    struct flow_dir_state *d)
+static __always_inline bool is_rate_limited(__u64 now, struct flow_dir_state *d)
 {
 	__u64 rtt;
 
@@ -293,7 +293,7 @@ static __always_inline void close_flow(struct packet_info *p,
 		fs->dir[side & 1].fin_seen = 1;
 		remove = fs->dir[0].fin_seen && fs->dir[1].fin_seen;
 	} else {
-		remove = true;	/* RST */
+		remove = true; /* RST */
 	}
 	if (!fs->closing_sent) {
 		fs->closing_sent = 1;
@@ -417,7 +417,8 @@ int rttscope_xdp_ingress(struct xdp_md *ctx)
 			return XDP_PASS;
 		version = *first >> 4;
 		pctx.l3_proto = version == 4 ? ETH_P_IP :
-				version == 6 ? ETH_P_IPV6 : 0;
+				version == 6 ? ETH_P_IPV6 :
+					       0;
 	}
 	handle_packet(ctx, &pctx, false, bpf_ktime_get_ns());
 	return XDP_PASS;

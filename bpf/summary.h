@@ -13,16 +13,16 @@
 #include "maps.h"
 
 /* hist_bin >> 2: 8 sub-buckets per power of two (12.5% wide). */
-#define FS_SHIFT	2
-#define FS_BINS		((HIST_BINS >> FS_SHIFT) + 1)
+#define FS_SHIFT 2
+#define FS_BINS	 ((HIST_BINS >> FS_SHIFT) + 1)
 
-#define EVENT_TYPE_FLOW_SUMMARY	3
+#define EVENT_TYPE_FLOW_SUMMARY 3
 
 struct flow_summary_dir {
 	__u64 count;
 	__u64 sum;
 	__u64 max;
-	__u16 hist[FS_BINS];	/* saturating */
+	__u16 hist[FS_BINS]; /* saturating */
 	__u16 reserved[3];
 };
 
@@ -32,9 +32,9 @@ struct flow_summary {
 };
 
 struct flow_summary_dir_event {
-	__u64 pkts;	/* sent by this side */
+	__u64 pkts; /* sent by this side */
 	__u64 bytes;
-	__u64 count;	/* RTT samples of this side's packets */
+	__u64 count; /* RTT samples of this side's packets */
 	__u64 sum;
 	__u64 min;
 	__u64 max;
@@ -44,12 +44,12 @@ struct flow_summary_dir_event {
 
 struct flow_summary_event {
 	__u32 event_type;
-	__u32 reason;		/* enum flow_event_reason; 0: periodic */
+	__u32 reason; /* enum flow_event_reason; 0: periodic */
 	__u64 timestamp;
-	struct network_tuple flow;	/* the opener's direction */
+	struct network_tuple flow; /* the opener's direction */
 	__u32 reserved;
 	__u64 start;
-	struct flow_summary_dir_event dir[2];	/* [0]: flow.saddr's side */
+	struct flow_summary_dir_event dir[2]; /* [0]: flow.saddr's side */
 };
 
 _Static_assert(FS_BINS == 217, "flow summary bins");

@@ -8,7 +8,7 @@
 
 struct flow_address {
 	struct in6_addr ip;
-	__u16 port;	/* network byte order; ICMP echo identifier for ICMP */
+	__u16 port; /* network byte order; ICMP echo identifier for ICMP */
 	__u16 reserved;
 };
 
@@ -16,8 +16,8 @@ struct flow_address {
 struct network_tuple {
 	struct flow_address saddr;
 	struct flow_address daddr;
-	__u16 proto;	/* IPPROTO_* */
-	__u8 ipv;	/* AF_INET or AF_INET6 */
+	__u16 proto; /* IPPROTO_* */
+	__u8 ipv; /* AF_INET or AF_INET6 */
 	__u8 reserved;
 };
 

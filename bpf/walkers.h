@@ -21,50 +21,50 @@ static __always_inline bool is_ipv6_ext(__u8 nexthdr)
  * offset stays an imprecise scalar and the verifier prunes the loop instead
  * of following every combination of header types. Returns the offset of the
  * L4 header and sets *nexthdr, or -1 (truncated, later fragment, too many). */
-#define DEFINE_IPV6_EXT_WALKER(name, ctx_type, load)			\
-__noinline int name(ctx_type *ctx, __u32 off, __u8 *nexthdr)		\
-{									\
-	__u8 hdr[4];							\
-	__u8 nh;							\
-	int i;								\
-									\
-	if (!nexthdr)							\
-		return -1;						\
-	nh = *nexthdr;							\
-	for (i = 0; i < MAX_IPV6_EXT_HDRS; i++) {			\
-		if (!is_ipv6_ext(nh))					\
-			break;						\
-		if (load(ctx, off, hdr, sizeof(hdr)) < 0)		\
-			return -1;					\
-		if (nh == 44) {						\
-			/* Only the first fragment has the L4 header. */ \
-			if (((hdr[2] << 8) | hdr[3]) & 0xfff8)		\
-				return -1;				\
-			off += 8;					\
-		} else if (nh == 51) {					\
-			off += (hdr[1] + 2) * 4;			\
-		} else {						\
-			off += (hdr[1] + 1) * 8;			\
-		}							\
-		nh = hdr[0];						\
-	}								\
-	/* Still an extension header: the chain is longer than walked. */ \
-	if (is_ipv6_ext(nh))						\
-		return -1;						\
-	*nexthdr = nh;							\
-	return off;							\
-}
+#define DEFINE_IPV6_EXT_WALKER(name, ctx_type, load)                              \
+	__noinline int name(ctx_type *ctx, __u32 off, __u8 *nexthdr)              \
+	{                                                                         \
+		__u8 hdr[4];                                                      \
+		__u8 nh;                                                          \
+		int i;                                                            \
+                                                                                  \
+		if (!nexthdr)                                                     \
+			return -1;                                                \
+		nh = *nexthdr;                                                    \
+		for (i = 0; i < MAX_IPV6_EXT_HDRS; i++) {                         \
+			if (!is_ipv6_ext(nh))                                     \
+				break;                                            \
+			if (load(ctx, off, hdr, sizeof(hdr)) < 0)                 \
+				return -1;                                        \
+			if (nh == 44) {                                           \
+				/* Only the first fragment has the L4 header. */  \
+				if (((hdr[2] << 8) | hdr[3]) & 0xfff8)            \
+					return -1;                                \
+				off += 8;                                         \
+			} else if (nh == 51) {                                    \
+				off += (hdr[1] + 2) * 4;                          \
+			} else {                                                  \
+				off += (hdr[1] + 1) * 8;                          \
+			}                                                         \
+			nh = hdr[0];                                              \
+		}                                                                 \
+		/* Still an extension header: the chain is longer than walked. */ \
+		if (is_ipv6_ext(nh))                                              \
+			return -1;                                                \
+		*nexthdr = nh;                                                    \
+		return off;                                                       \
+	}
 
 DEFINE_IPV6_EXT_WALKER(ipv6_ext_walk_skb, struct __sk_buff, bpf_skb_load_bytes)
 DEFINE_IPV6_EXT_WALKER(ipv6_ext_walk_xdp, struct xdp_md, bpf_xdp_load_bytes)
 
-#define TCPOPT_EOL		0
-#define TCPOPT_NOP		1
-#define TCPOPT_TIMESTAMP	8
-#define TCPOLEN_TIMESTAMP	10
+#define TCPOPT_EOL	  0
+#define TCPOPT_NOP	  1
+#define TCPOPT_TIMESTAMP  8
+#define TCPOLEN_TIMESTAMP 10
 /* Options walked before giving up: Linux and other stacks put the timestamp
  * within the first three or four options. */
-#define MAX_TCP_OPT_ITER	10
+#define MAX_TCP_OPT_ITER 10
 
 struct tcp_ts_opt {
 	__u32 tsval;
@@ -115,19 +115,20 @@ static __always_inline int scan_tcp_ts(struct tcphdr *tcph, void *data_end,
 	return -1;
 }
 
-#define DEFINE_TCP_TS_SCANNER(name, ctx_type)				\
-__noinline int name(ctx_type *ctx, __u32 tcp_off, struct tcp_ts_opt *out) \
-{									\
-	void *data = (void *)(long)ctx->data;				\
-	void *data_end = (void *)(long)ctx->data_end;			\
-									\
-	if (!out || tcp_off > MAX_L4_OFFSET)				\
-		return -1;						\
-	/* clang may drop the check above as far as the verifier can	\
-	 * see; an explicit mask keeps the offset visibly bounded. */	\
-	asm volatile("%0 &= 0x1fff" : "+r"(tcp_off));			\
-	return scan_tcp_ts(data + tcp_off, data_end, out);		\
-}
+#define DEFINE_TCP_TS_SCANNER(name, ctx_type)                                  \
+	__noinline int name(ctx_type *ctx, __u32 tcp_off,                      \
+			    struct tcp_ts_opt *out)                            \
+	{                                                                      \
+		void *data = (void *)(long)ctx->data;                          \
+		void *data_end = (void *)(long)ctx->data_end;                  \
+                                                                               \
+		if (!out || tcp_off > MAX_L4_OFFSET)                           \
+			return -1;                                             \
+		/* clang may drop the check above as far as the verifier can	\
+	 * see; an explicit mask keeps the offset visibly bounded. */ \
+		asm volatile("%0 &= 0x1fff" : "+r"(tcp_off));                  \
+		return scan_tcp_ts(data + tcp_off, data_end, out);             \
+	}
 
 DEFINE_TCP_TS_SCANNER(tcp_ts_skb, struct __sk_buff)
 DEFINE_TCP_TS_SCANNER(tcp_ts_xdp, struct xdp_md)
