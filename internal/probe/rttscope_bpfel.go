@@ -155,6 +155,7 @@ const (
 	RttscopeProgRttscopeTcEgress          = "rttscope_tc_egress"
 	RttscopeProgRttscopeTcIngress         = "rttscope_tc_ingress"
 	RttscopeProgRttscopeXdpIngress        = "rttscope_xdp_ingress"
+	RttscopeProgRttscopeXdpReplay         = "rttscope_xdp_replay"
 	RttscopeVarAggEpoch                   = "agg_epoch"
 	RttscopeVarCfgAggPrefixV4             = "cfg_agg_prefix_v4"
 	RttscopeVarCfgAggPrefixV6             = "cfg_agg_prefix_v6"
@@ -224,6 +225,7 @@ type RttscopeProgramSpecs struct {
 	RttscopeTcEgress          *ebpf.ProgramSpec `ebpf:"rttscope_tc_egress"`
 	RttscopeTcIngress         *ebpf.ProgramSpec `ebpf:"rttscope_tc_ingress"`
 	RttscopeXdpIngress        *ebpf.ProgramSpec `ebpf:"rttscope_xdp_ingress"`
+	RttscopeXdpReplay         *ebpf.ProgramSpec `ebpf:"rttscope_xdp_replay"`
 }
 
 // RttscopeMapSpecs contains maps before they are loaded into the kernel.
@@ -364,6 +366,7 @@ type RttscopePrograms struct {
 	RttscopeTcEgress          *ebpf.Program `ebpf:"rttscope_tc_egress"`
 	RttscopeTcIngress         *ebpf.Program `ebpf:"rttscope_tc_ingress"`
 	RttscopeXdpIngress        *ebpf.Program `ebpf:"rttscope_xdp_ingress"`
+	RttscopeXdpReplay         *ebpf.Program `ebpf:"rttscope_xdp_replay"`
 }
 
 func (p *RttscopePrograms) Close() error {
@@ -374,6 +377,7 @@ func (p *RttscopePrograms) Close() error {
 		p.RttscopeTcEgress,
 		p.RttscopeTcIngress,
 		p.RttscopeXdpIngress,
+		p.RttscopeXdpReplay,
 	)
 }
 

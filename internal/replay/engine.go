@@ -4,7 +4,6 @@
 package replay
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -28,13 +27,13 @@ type Engine struct {
 	rb      *ringbuf.Reader
 	sink    Sink
 	dec     events.Decoder
-	ctx     []byte // struct __sk_buff handed to every run
-	tsOff   int    // offset of __sk_buff.tstamp
+	skbSize int // size of struct __sk_buff (tc runner context)
+	tsOff   int // offset of __sk_buff.tstamp
 	rec     ringbuf.Record
 	rtt     events.RTT
 	flow    events.FlowEvent
-	// egress and ingress run the programs without per-call allocation.
-	egress, ingress *testRunner
+	// run feeds packets to the programs without per-call allocation.
+	run packetRunner
 }
 
 // NewEngine loads the programs in replay mode (cfg.Replay is forced on).
@@ -58,9 +57,8 @@ func NewEngine(cfg loader.Config, sink Sink) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
-	e.ctx, e.tsOff = make([]byte, size), off
-	e.egress = newTestRunner(objs.RttscopeTcEgress, e.ctx)
-	e.ingress = newTestRunner(objs.RttscopeTcIngress, e.ctx)
+	e.skbSize, e.tsOff = size, off
+	e.run = e.newRunner()
 	return e, nil
 }
 
@@ -89,12 +87,7 @@ func (e *Engine) Objects() *loader.Objects { return e.objs }
 // Feed runs one Ethernet frame, captured at tsUnixNano, through the egress
 // or ingress program and delivers the events it produced.
 func (e *Engine) Feed(frame []byte, tsUnixNano int64, egress bool) error {
-	r := e.ingress
-	if egress {
-		r = e.egress
-	}
-	binary.LittleEndian.PutUint64(e.ctx[e.tsOff:], uint64(tsUnixNano))
-	if err := r.run(frame); err != nil {
+	if err := e.run.feed(frame, tsUnixNano, egress); err != nil {
 		return fmt.Errorf("run BPF program on packet: %w", err)
 	}
 	return e.Drain()

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"cmp"
-	"encoding/binary"
 	"fmt"
 	"runtime"
 	"slices"
@@ -116,14 +115,12 @@ type parallel struct {
 }
 
 type worker struct {
-	p       *parallel
-	egress  *testRunner
-	ingress *testRunner
-	ctx     []byte
-	idx     []int // this batch's packets (indices into p.pkts)
-	jobs    chan struct{}
-	err     error
-	errPkt  int
+	p      *parallel
+	runner packetRunner
+	idx    []int // this batch's packets (indices into p.pkts)
+	jobs   chan struct{}
+	err    error
+	errPkt int
 }
 
 func newParallel(eng *Engine, name string, n int) *parallel {
@@ -133,9 +130,7 @@ func newParallel(eng *Engine, name string, n int) *parallel {
 		maxPkts: max(1, min(batchPackets, int(eng.objs.Config.RingbufSize)/eventBytesPerPacket)),
 	}
 	for i := range n {
-		w := &worker{p: p, ctx: make([]byte, len(eng.ctx))}
-		w.egress = newTestRunner(eng.objs.RttscopeTcEgress, w.ctx)
-		w.ingress = newTestRunner(eng.objs.RttscopeTcIngress, w.ctx)
+		w := &worker{p: p, runner: eng.newRunner()}
 		if i > 0 {
 			w.jobs = make(chan struct{})
 			go w.loop()
@@ -166,15 +161,10 @@ func (w *worker) loop() {
 
 // run feeds this worker's share of the batch, in capture order.
 func (w *worker) run() {
-	p, off := w.p, w.p.eng.tsOff
+	p := w.p
 	for _, i := range w.idx {
 		pk := &p.pkts[i]
-		binary.LittleEndian.PutUint64(w.ctx[off:], uint64(pk.ts))
-		r := w.ingress
-		if pk.egress {
-			r = w.egress
-		}
-		if err := r.run(p.arena[pk.off : pk.off+pk.n]); err != nil {
+		if err := w.runner.feed(p.arena[pk.off:pk.off+pk.n], pk.ts, pk.egress); err != nil {
 			w.err, w.errPkt = err, pk.index
 			return
 		}
@@ -183,7 +173,7 @@ func (w *worker) run() {
 
 // add queues a packet, running the batch first if it is full.
 func (p *parallel) add(pk *capture.Packet, ts int64, egress bool) error {
-	data := pk.Data[:min(len(pk.Data), p.workers[0].egress.maxData)]
+	data := pk.Data[:min(len(pk.Data), p.workers[0].runner.maxFrame())]
 	if len(p.pkts) >= p.maxPkts || len(p.arena)+len(data) > batchBytes {
 		if err := p.flush(); err != nil {
 			return err

@@ -68,6 +68,9 @@ func newHarness(tb testing.TB, cfg loader.Config) *harness {
 		tb.Fatalf("NewEngine: %v", err)
 	}
 	tb.Cleanup(func() { e.Close() })
+	// These tests are about the tc programs that run live; the XDP replay
+	// entry is checked against them in TestXDPReplayMatchesTC.
+	e.run = e.newTCRunner()
 	h.e = e
 	return h
 }

@@ -120,8 +120,9 @@ func tpConfigs() []tpConfig {
 	return []tpConfig{
 		{"read", tpRead},
 		{"testrun-empty", tpEmpty},
-		{"feed-progrun", func(b *testing.B, p string) (int, time.Duration) { return tpFeed(b, p, true) }},
-		{"feed", func(b *testing.B, p string) (int, time.Duration) { return tpFeed(b, p, false) }},
+		{"feed-progrun", func(b *testing.B, p string) (int, time.Duration) { return tpFeed(b, p, "progrun") }},
+		{"feed-tc", func(b *testing.B, p string) (int, time.Duration) { return tpFeed(b, p, "tc") }},
+		{"feed", func(b *testing.B, p string) (int, time.Duration) { return tpFeed(b, p, "") }},
 		{"replay-1worker", func(b *testing.B, p string) (int, time.Duration) { return tpReplay(b, p, 1) }},
 		{fmt.Sprintf("replay-%dworkers", w), func(b *testing.B, p string) (int, time.Duration) { return tpReplay(b, p, w) }},
 	}
@@ -235,7 +236,10 @@ func tpEmpty(b *testing.B, path string) (int, time.Duration) {
 	return len(pkts), time.Since(start)
 }
 
-func tpFeed(b *testing.B, path string, progRun bool) (int, time.Duration) {
+// tpFeed feeds every packet through the engine: with the default runner
+// (XDP replay program where the kernel supports it), with the tc runner
+// ("tc"), or with cilium/ebpf's Program.Run on the tc programs ("progrun").
+func tpFeed(b *testing.B, path string, mode string) (int, time.Duration) {
 	pkts, err := capture.ReadAll(path)
 	if err != nil {
 		b.Fatal(err)
@@ -246,23 +250,33 @@ func tpFeed(b *testing.B, path string, progRun bool) (int, time.Duration) {
 		b.Fatal(err)
 	}
 	defer e.Close()
+	ctx := make([]byte, e.skbSize)
+	tc := &tcRunner{ctx: ctx, tsOff: e.tsOff,
+		egress: newTestRunner(e.objs.RttscopeTcEgress, ctx), ingress: newTestRunner(e.objs.RttscopeTcIngress, ctx)}
 	start := time.Now()
 	for i := range pkts {
 		p := &pkts[i]
 		eg := p.Direction == capture.DirOutbound
-		if progRun {
+		switch mode {
+		case "progrun":
 			prog := e.objs.RttscopeTcIngress
 			if eg {
 				prog = e.objs.RttscopeTcEgress
 			}
-			binary.LittleEndian.PutUint64(e.ctx[e.tsOff:], uint64(p.Timestamp))
-			if _, err := prog.Run(&ebpf.RunOptions{Data: p.Data, Context: e.ctx}); err != nil {
+			binary.LittleEndian.PutUint64(ctx[e.tsOff:], uint64(p.Timestamp))
+			if _, err := prog.Run(&ebpf.RunOptions{Data: p.Data, Context: ctx}); err != nil {
 				b.Fatal(err)
 			}
-			if err := e.Drain(); err != nil {
+		case "tc":
+			if err := tc.feed(p.Data, p.Timestamp, eg); err != nil {
 				b.Fatal(err)
 			}
-		} else if err := e.Feed(p.Data, p.Timestamp, eg); err != nil {
+		default:
+			if err := e.run.feed(p.Data, p.Timestamp, eg); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := e.Drain(); err != nil {
 			b.Fatal(err)
 		}
 	}
