@@ -158,4 +158,70 @@ type Stats struct {
 	// AggregatedSamples counts RTT samples added to per-prefix histograms;
 	// PrefixMapFull counts updates lost because the prefix map was full.
 	AggregatedSamples, PrefixMapFull uint64
+	// Process is the resource use of the rttscope process itself; nil in
+	// records that do not carry it (replay). The record owns it: writers
+	// may not keep it after the call, producers may not change it after.
+	Process *ProcessStats
+	// BPF is the kernel's run time accounting of the attached programs;
+	// nil in records that do not carry it (replay). Owned as Process.
+	BPF *BPFStats
+}
+
+// ProcessStats is the resource use of the rttscope process (getrusage
+// RUSAGE_SELF, /proc/self/statm).
+type ProcessStats struct {
+	// CPUUser and CPUSystem are the CPU time used since start, in user
+	// and kernel mode (microsecond resolution).
+	CPUUser, CPUSystem time.Duration
+	// RSS is the current resident set size, MaxRSS its peak; bytes.
+	RSS, MaxRSS uint64
+	// CPUShare is the CPU time used over the wall time elapsed since the
+	// previous record (the first: since monitoring began); 1 is one CPU
+	// busy.
+	CPUShare float64
+}
+
+// BPFStats is the kernel's accounting of the attached BPF programs, which
+// it keeps only while run time statistics are enabled (sysctl
+// kernel.bpf_stats_enabled, or BPF_ENABLE_STATS as --bpf-stats does).
+type BPFStats struct {
+	// Enabled says whether the kernel is accounting; Programs is empty
+	// when it is not.
+	Enabled bool
+	// Programs has one entry per attached program.
+	Programs []ProgramStats
+}
+
+// ProgramStats is the run time accounting of one BPF program. Each run
+// handles one packet.
+type ProgramStats struct {
+	// Name is "tc_egress", "tc_ingress" or "xdp_ingress".
+	Name string
+	// RunCount and RunTime are totals since the program was loaded
+	// (counted only while statistics are enabled).
+	RunCount uint64
+	RunTime  time.Duration
+	// IntervalRunCount and IntervalRunTime cover the time since the
+	// previous record (the first: since the program was loaded).
+	IntervalRunCount uint64
+	IntervalRunTime  time.Duration
+}
+
+// NsPerPacket is the mean run time per packet since load; ok is false
+// when the program has not run.
+func (p *ProgramStats) NsPerPacket() (ns float64, ok bool) {
+	return perRun(p.RunTime, p.RunCount)
+}
+
+// IntervalNsPerPacket is the mean run time per packet over the interval;
+// ok is false when the program did not run in it.
+func (p *ProgramStats) IntervalNsPerPacket() (ns float64, ok bool) {
+	return perRun(p.IntervalRunTime, p.IntervalRunCount)
+}
+
+func perRun(t time.Duration, n uint64) (float64, bool) {
+	if n == 0 {
+		return 0, false
+	}
+	return float64(t) / float64(n), true
 }

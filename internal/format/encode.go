@@ -1,6 +1,7 @@
 package format
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -154,7 +155,84 @@ func appendStatsLine(b []byte, s *events.Stats, loc *time.Location) []byte {
 		b = append(b, '=')
 		b = strconv.AppendUint(b, f.get(s), 10)
 	}
+	if p := s.Process; p != nil {
+		b = append(b, " cpu_user="...)
+		b = appendMicros(b, p.CPUUser)
+		b = append(b, "s cpu_sys="...)
+		b = appendMicros(b, p.CPUSystem)
+		b = append(b, "s cpu_share="...)
+		b = appendFloat(b, p.CPUShare*100, 2)
+		b = append(b, "% rss="...)
+		b = appendMiB(b, p.RSS)
+		b = append(b, " max_rss="...)
+		b = appendMiB(b, p.MaxRSS)
+	}
+	if bs := s.BPF; bs != nil {
+		if !bs.Enabled {
+			b = append(b, " bpf_stats=off"...)
+		}
+		for i := range bs.Programs {
+			p := &bs.Programs[i]
+			b = append(b, ' ')
+			b = append(b, p.Name...)
+			b = append(b, "_runs="...)
+			b = strconv.AppendUint(b, p.RunCount, 10)
+			b = append(b, ' ')
+			b = append(b, p.Name...)
+			b = append(b, "_ns_per_pkt="...)
+			v, ok := p.NsPerPacket()
+			b = appendNsOrDash(b, v, ok)
+			b = append(b, ' ')
+			b = append(b, p.Name...)
+			b = append(b, "_interval_ns_per_pkt="...)
+			v, ok = p.IntervalNsPerPacket()
+			b = appendNsOrDash(b, v, ok)
+		}
+	}
 	return append(b, '\n')
+}
+
+// appendMicros appends d in seconds with exactly six decimals (d rounded
+// down to the microsecond), in integer arithmetic.
+func appendMicros(b []byte, d time.Duration) []byte {
+	u := uint64(d)
+	if d < 0 {
+		b = append(b, '-')
+		u = -u
+	}
+	u /= 1e3
+	b = strconv.AppendUint(b, u/1e6, 10)
+	b = append(b, '.')
+	var frac [6]byte
+	for i, v := 5, u%1e6; i >= 0; i-- {
+		frac[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(b, frac[:]...)
+}
+
+// appendFloat appends v with prec decimals; NaN and infinities (which
+// JSON cannot hold) as 0.
+func appendFloat(b []byte, v float64, prec int) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		v = 0
+	}
+	return strconv.AppendFloat(b, v, 'f', prec, 64)
+}
+
+// appendMiB appends n bytes in MiB with one decimal and the unit.
+func appendMiB(b []byte, n uint64) []byte {
+	b = appendFloat(b, float64(n)/(1<<20), 1)
+	return append(b, "MiB"...)
+}
+
+// appendNsOrDash appends a run time per packet with one decimal, or "-"
+// when there is none.
+func appendNsOrDash(b []byte, v float64, ok bool) []byte {
+	if !ok {
+		return append(b, '-')
+	}
+	return appendFloat(b, v, 1)
 }
 
 // JSON. Keys are fixed ASCII; the only strings with outside content are IP
@@ -278,6 +356,66 @@ func appendStatsJSON(b []byte, s *events.Stats) []byte {
 		f := &statsFields[i]
 		b = append(b, ',')
 		b = appendUint(b, f.name, f.get(s))
+	}
+	if p := s.Process; p != nil {
+		b = append(b, ',')
+		b = appendKey(b, "process")
+		b = append(b, '{')
+		b = appendKey(b, "cpu_user_s")
+		b = appendMicros(b, p.CPUUser)
+		b = append(b, ',')
+		b = appendKey(b, "cpu_system_s")
+		b = appendMicros(b, p.CPUSystem)
+		b = append(b, ',')
+		b = appendUint(b, "rss_bytes", p.RSS)
+		b = append(b, ',')
+		b = appendUint(b, "max_rss_bytes", p.MaxRSS)
+		b = append(b, ',')
+		b = appendKey(b, "cpu_share")
+		b = appendFloat(b, p.CPUShare, 6)
+		b = append(b, '}')
+	}
+	if bs := s.BPF; bs != nil {
+		b = append(b, ',')
+		b = appendBool(b, "bpf_stats_enabled", bs.Enabled)
+		if bs.Enabled {
+			b = append(b, ',')
+			b = appendKey(b, "programs")
+			b = append(b, '[')
+			for i := range bs.Programs {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = appendProgramJSON(b, &bs.Programs[i])
+			}
+			b = append(b, ']')
+		}
+	}
+	return append(b, '}')
+}
+
+// appendProgramJSON appends one program's run time accounting; the per
+// packet figures are left out when the program did not run.
+func appendProgramJSON(b []byte, p *events.ProgramStats) []byte {
+	b = append(b, '{')
+	b = appendStr(b, "name", p.Name)
+	b = append(b, ',')
+	b = appendUint(b, "run_count", p.RunCount)
+	b = append(b, ',')
+	b = appendInt(b, "run_time_ns", int64(p.RunTime))
+	if v, ok := p.NsPerPacket(); ok {
+		b = append(b, ',')
+		b = appendKey(b, "ns_per_packet")
+		b = appendFloat(b, v, 1)
+	}
+	b = append(b, ',')
+	b = appendUint(b, "interval_run_count", p.IntervalRunCount)
+	b = append(b, ',')
+	b = appendInt(b, "interval_run_time_ns", int64(p.IntervalRunTime))
+	if v, ok := p.IntervalNsPerPacket(); ok {
+		b = append(b, ',')
+		b = appendKey(b, "interval_ns_per_packet")
+		b = appendFloat(b, v, 1)
 	}
 	return append(b, '}')
 }

@@ -49,9 +49,16 @@ func fixture() []any {
 		// Sub-microsecond RTT and a 1 ns minimum.
 		&events.RTT{Time: t0 + 2_000_000_500, Flow: icmp4, RTT: 500, MinRTT: 1, SmoothedRTT: 999,
 			SentPackets: 2, SentBytes: 168, RecPackets: 2, RecBytes: 168, MatchOnEgress: true},
-		// Stats record.
+		// Stats record with self-telemetry, BPF run time statistics on;
+		// tc_ingress did not run in the interval.
 		&events.Stats{Time: t0 + 3_000_000_000, Packets: 123456, RTTEvents: 4, FlowEvents: 3, FlowMapFull: 1,
-			TimestampMapFull: 2, RingbufFull: 0, FlowsTimedOut: 1, TimestampsExpired: 17, Flows: 2, Timestamps: 5},
+			TimestampMapFull: 2, RingbufFull: 0, FlowsTimedOut: 1, TimestampsExpired: 17, Flows: 2, Timestamps: 5,
+			Process: &events.ProcessStats{CPUUser: 123_456_789, CPUSystem: 2*time.Second + 5*time.Microsecond,
+				RSS: 24_535_040, MaxRSS: 26_214_400, CPUShare: 0.0123456789},
+			BPF: &events.BPFStats{Enabled: true, Programs: []events.ProgramStats{
+				{Name: "tc_egress", RunCount: 61728, RunTime: 12_962_880, IntervalRunCount: 1000, IntervalRunTime: 205_100},
+				{Name: "tc_ingress", RunCount: 61728, RunTime: 15_123_361},
+			}}},
 		// Closing on the FIN from the server (dest of the opening direction).
 		&events.FlowEvent{Time: t0 + 4_000_000_000, Flow: tcp4, Type: events.FlowClosing, Reason: events.ReasonFIN},
 		// ICMPv6 flow: first observed packet, then timeout.
@@ -78,6 +85,10 @@ func fixture() []any {
 		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,
 			Prefix: netip.MustParsePrefix("2001:db8::/48"),
 			RX:     events.Traffic{Packets: [4]uint64{0, 0, 3, 0}, Bytes: [4]uint64{0, 0, 312, 0}, ECN: [4]uint64{3, 0, 0, 0}}},
+		// Stats at exit with BPF run time statistics off.
+		&events.Stats{Time: t0 + 75_000_000_000, Packets: 123500, RTTEvents: 4, FlowEvents: 4,
+			Process: &events.ProcessStats{CPUUser: 130_000_000, CPUSystem: 2_100_000_000, RSS: 24_600_000, MaxRSS: 26_214_400},
+			BPF:     &events.BPFStats{}},
 	}
 }
 
@@ -288,8 +299,30 @@ var (
 		"timestamp_map_full", "ringbuf_full", "flows_timed_out", "timestamps_expired", "flows", "timestamps", "flows_evicted", "timestamps_evicted", "aggregated_samples", "prefix_map_full"}
 )
 
+// wantStatsKeys returns the top-level keys of s's json record in order.
+func wantStatsKeys(s *events.Stats) []string {
+	keys := append([]string(nil), statsKeys...)
+	if s.Process != nil {
+		keys = append(keys, "process")
+	}
+	if s.BPF != nil {
+		keys = append(keys, "bpf_stats_enabled")
+		if s.BPF.Enabled {
+			keys = append(keys, "programs")
+		}
+	}
+	return keys
+}
+
 // objectKeys returns the keys of the flat JSON object obj in order.
 func objectKeys(t *testing.T, obj []byte) []string {
+	t.Helper()
+	return topKeys(t, obj, false)
+}
+
+// topKeys returns the keys of the JSON object obj in order; nested
+// objects and arrays fail the test unless nested is true.
+func topKeys(t *testing.T, obj []byte, nested bool) []string {
 	t.Helper()
 	d := json.NewDecoder(bytes.NewReader(obj))
 	d.UseNumber()
@@ -307,7 +340,21 @@ func objectKeys(t *testing.T, obj []byte) []string {
 			t.Fatal(err)
 		}
 		if _, ok := tok.(json.Delim); ok {
-			t.Fatalf("key %q has a non-scalar value", keys[len(keys)-1])
+			if !nested {
+				t.Fatalf("key %q has a non-scalar value", keys[len(keys)-1])
+			}
+			for depth := 1; depth > 0; {
+				tok, err := d.Token()
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch tok {
+				case json.Delim('{'), json.Delim('['):
+					depth++
+				case json.Delim('}'), json.Delim(']'):
+					depth--
+				}
+			}
 		}
 	}
 	if tok, err := d.Token(); err != nil || tok != json.Delim('}') {
@@ -334,7 +381,10 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 	case *events.FlowEvent:
 		want = flowKeys
 	case *events.Stats:
-		want = statsKeys
+		if got, want := topKeys(t, obj, true), wantStatsKeys(ev.(*events.Stats)); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: key order\n got %v\nwant %v", obj, got, want)
+		}
+		return
 	case *events.Aggregate, *events.FlowSummary:
 		var top map[string]json.RawMessage
 		if err := json.Unmarshal(obj, &top); err != nil {
@@ -389,6 +439,13 @@ func TestJSONSchemaAndOrder(t *testing.T) {
 		`{"timestamp":1,"src_ip":"nope","src_port":1,"dest_ip":"1.2.3.4","dest_port":1,"protocol":"TCP","flow_event":"opening","reason":"SYN","triggered_by":"src"}`,
 		`{"timestamp":1,"src_ip":"1.2.3.4","src_port":1,"dest_ip":"1.2.3.4","dest_port":1,"protocol":"TCP","rtt":1}`,
 		`{"timestamp":1,"type":"stats","packets":1}`,
+		statsWith(`"bpf_stats_enabled":false,"programs":[]`),
+		statsWith(`"bpf_stats_enabled":true`),
+		statsWith(`"programs":[]`),
+		statsWith(`"bpf_stats_enabled":true,"programs":[{"name":"tc_egress","run_count":1,"run_time_ns":-1,"interval_run_count":0,"interval_run_time_ns":0}]`),
+		statsWith(`"bpf_stats_enabled":true,"programs":[{"name":"kprobe","run_count":1,"run_time_ns":1,"interval_run_count":0,"interval_run_time_ns":0}]`),
+		statsWith(`"process":{"cpu_user_s":0.1,"cpu_system_s":0.1,"rss_bytes":1,"max_rss_bytes":1}`),
+		statsWith(`"process":{"cpu_user_s":-0.1,"cpu_system_s":0.1,"rss_bytes":1,"max_rss_bytes":1,"cpu_share":0}`),
 		`{"timestamp":1,"type":"aggregate","interval_start":0,"ip_prefix":"10.0.0.0/24","count_rtt":1}`,
 	} {
 		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(bad))
@@ -609,6 +666,7 @@ func TestNoAllocs(t *testing.T) {
 	rtt4 := evs[1].(*events.RTT)
 	fe := evs[0].(*events.FlowEvent)
 	st := evs[5].(*events.Stats)
+	stOff := evs[len(evs)-1].(*events.Stats)
 	for _, name := range Names() {
 		for _, loc := range []*time.Location{time.UTC, nil} {
 			w, err := New(name, io.Discard, Options{Location: loc, StatsTo: io.Discard})
@@ -616,11 +674,12 @@ func TestNoAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 			for what, f := range map[string]func(){
-				"WriteRTT(v6)": func() { _ = w.WriteRTT(rtt) },
-				"WriteRTT(v4)": func() { _ = w.WriteRTT(rtt4) },
-				"WriteFlow":    func() { _ = w.WriteFlow(fe) },
-				"WriteStats":   func() { _ = w.WriteStats(st) },
-				"Flush":        func() { _ = w.Flush() },
+				"WriteRTT(v6)":              func() { _ = w.WriteRTT(rtt) },
+				"WriteRTT(v4)":              func() { _ = w.WriteRTT(rtt4) },
+				"WriteFlow":                 func() { _ = w.WriteFlow(fe) },
+				"WriteStats":                func() { _ = w.WriteStats(st) },
+				"WriteStats(bpf_stats off)": func() { _ = w.WriteStats(stOff) },
+				"Flush":                     func() { _ = w.Flush() },
 			} {
 				if n := testing.AllocsPerRun(1000, f); n != 0 {
 					t.Errorf("%s %s (loc %v): %v allocs per call, want 0", name, what, loc, n)
@@ -640,5 +699,117 @@ func BenchmarkWriteRTT(b *testing.B) {
 				_ = w.WriteRTT(e)
 			}
 		})
+	}
+}
+
+// statsWith returns a schema-valid stats record (no telemetry) with extra
+// members appended.
+func statsWith(extra string) string {
+	return `{"timestamp":1,"type":"stats","packets":1,"rtt_events":0,"flow_events":0,"flow_map_full":0,` +
+		`"timestamp_map_full":0,"ringbuf_full":0,"flows_timed_out":0,"timestamps_expired":0,"flows":0,` +
+		`"timestamps":0,"flows_evicted":0,"timestamps_evicted":0,"aggregated_samples":0,"prefix_map_full":0,` +
+		extra + `}`
+}
+
+// TestStatsTelemetry checks the self-telemetry parts of the stats record:
+// values in json, the standard line, and their absence in records without
+// telemetry (replay).
+func TestStatsTelemetry(t *testing.T) {
+	sch := compileSchema(t)
+	for _, ok := range []string{
+		statsWith(`"bpf_stats_enabled":false`),
+		statsWith(`"bpf_stats_enabled":true,"programs":[]`),
+		statsWith(`"process":{"cpu_user_s":0,"cpu_system_s":0.000001,"rss_bytes":1,"max_rss_bytes":1,"cpu_share":1.5}`),
+	} {
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(ok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sch.Validate(inst); err != nil {
+			t.Errorf("schema rejected %s: %v", ok, err)
+		}
+	}
+
+	evs := fixture()
+	on, off := evs[5].(*events.Stats), evs[len(evs)-1].(*events.Stats)
+	var rec struct {
+		Process struct {
+			CPUUser   json.Number `json:"cpu_user_s"`
+			CPUSystem json.Number `json:"cpu_system_s"`
+			RSS       uint64      `json:"rss_bytes"`
+			MaxRSS    uint64      `json:"max_rss_bytes"`
+			CPUShare  json.Number `json:"cpu_share"`
+		} `json:"process"`
+		Enabled  *bool `json:"bpf_stats_enabled"`
+		Programs []map[string]json.RawMessage
+	}
+	if err := json.Unmarshal(appendStatsJSON(nil, on), &rec); err != nil {
+		t.Fatal(err)
+	}
+	p := rec.Process
+	if p.CPUUser != "0.123456" || p.CPUSystem != "2.000005" || p.RSS != 24_535_040 || p.MaxRSS != 26_214_400 || p.CPUShare != "0.012346" {
+		t.Errorf("process: %+v", p)
+	}
+	if rec.Enabled == nil || !*rec.Enabled || len(rec.Programs) != 2 {
+		t.Fatalf("bpf_stats_enabled %v, programs %v", rec.Enabled, rec.Programs)
+	}
+	eg, in := rec.Programs[0], rec.Programs[1]
+	str := func(m map[string]json.RawMessage, k string) string { return string(m[k]) }
+	if str(eg, "name") != `"tc_egress"` || str(eg, "run_count") != "61728" || str(eg, "run_time_ns") != "12962880" ||
+		str(eg, "ns_per_packet") != "210.0" || str(eg, "interval_run_count") != "1000" || str(eg, "interval_ns_per_packet") != "205.1" {
+		t.Errorf("tc_egress: %s", appendStatsJSON(nil, on))
+	}
+	if str(in, "name") != `"tc_ingress"` || str(in, "ns_per_packet") != "245.0" || str(in, "interval_run_count") != "0" {
+		t.Errorf("tc_ingress: %s", appendStatsJSON(nil, on))
+	}
+	if _, has := in["interval_ns_per_packet"]; has {
+		t.Errorf("tc_ingress did not run in the interval but has interval_ns_per_packet: %v", in)
+	}
+
+	line := string(appendStatsLine(nil, on, time.UTC))
+	for _, want := range []string{" cpu_user=0.123456s cpu_sys=2.000005s cpu_share=1.23% rss=23.4MiB max_rss=25.0MiB",
+		" tc_egress_runs=61728 tc_egress_ns_per_pkt=210.0 tc_egress_interval_ns_per_pkt=205.1",
+		" tc_ingress_runs=61728 tc_ingress_ns_per_pkt=245.0 tc_ingress_interval_ns_per_pkt=-\n"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("standard line lacks %q:\n%s", want, line)
+		}
+	}
+	if strings.Contains(line, "bpf_stats=off") {
+		t.Errorf("standard line says off: %s", line)
+	}
+
+	// Statistics off: said so, and no per-program figures.
+	js := string(appendStatsJSON(nil, off))
+	if !strings.HasSuffix(js, `,"bpf_stats_enabled":false}`) || strings.Contains(js, "programs") {
+		t.Errorf("disabled: %s", js)
+	}
+	line = string(appendStatsLine(nil, off, time.UTC))
+	if !strings.HasSuffix(line, " bpf_stats=off\n") || strings.Contains(line, "_runs=") {
+		t.Errorf("disabled: %s", line)
+	}
+
+	// Without telemetry (replay) the record is the counters only.
+	bare := *on
+	bare.Process, bare.BPF = nil, nil
+	if js := string(appendStatsJSON(nil, &bare)); !strings.HasSuffix(js, `"prefix_map_full":0}`) {
+		t.Errorf("without telemetry: %s", js)
+	}
+	if line := string(appendStatsLine(nil, &bare, time.UTC)); !strings.HasSuffix(line, " prefix_map_full=0\n") {
+		t.Errorf("without telemetry: %s", line)
+	}
+}
+
+func TestAppendMicros(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0.000000"}, {999, "0.000000"}, {1000, "0.000001"}, {123_456_789, "0.123456"},
+		{2*time.Second + 5*time.Microsecond, "2.000005"}, {3600 * time.Second, "3600.000000"},
+		{-1500 * time.Microsecond, "-0.001500"},
+	} {
+		if got := string(appendMicros(nil, c.d)); got != c.want {
+			t.Errorf("%d: got %q, want %q", c.d, got, c.want)
+		}
 	}
 }

@@ -5,7 +5,22 @@ import (
 
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/probe"
+	"github.com/rttscope/rttscope/internal/telemetry"
 )
+
+// HookPrograms returns the packet programs Attach hooks to every
+// interface with the given ingress hook (IngressTC, "" or IngressXDP),
+// named as in the stats record, for their run time statistics.
+func (o *Objects) HookPrograms(ingressHook string) []telemetry.Program {
+	progs := []telemetry.Program{{Name: telemetry.TCEgress, Prog: o.RttscopeTcEgress}}
+	switch ingressHook {
+	case IngressTC, "":
+		progs = append(progs, telemetry.Program{Name: telemetry.TCIngress, Prog: o.RttscopeTcIngress})
+	case IngressXDP:
+		progs = append(progs, telemetry.Program{Name: telemetry.XDPIngress, Prog: o.RttscopeXdpIngress})
+	}
+	return progs
+}
 
 // Counters returns the kernel counters summed over all CPUs.
 func (o *Objects) Counters() (probe.RttscopeCounters, error) {
