@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,7 +17,30 @@ import (
 	"github.com/rttscope/rttscope/internal/lab"
 )
 
-func init() { subcommands = append(subcommands, newBenchCmd) }
+func init() { subcommands = append(subcommands, newBenchCmd, newBenchSinkCmd) }
+
+// newBenchSinkCmd is the hidden helper the load benchmark runs as a child
+// process: a TCP sink for many connections inside a namespace (see
+// internal/bench/sinkproc.go).
+func newBenchSinkCmd() *cobra.Command {
+	var netns, listen string
+	cmd := &cobra.Command{
+		Use:    bench.SinkCommand,
+		Short:  "TCP sink for the load benchmark (internal)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ap, err := netip.ParseAddrPort(listen)
+			if err != nil {
+				return usageError{fmt.Sprintf("invalid --listen %q: %v", listen, err)}
+			}
+			return bench.ServeSink(netns, ap, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&netns, "netns", "", "network namespace to listen in")
+	cmd.Flags().StringVar(&listen, "listen", "", "address:port to listen on")
+	return cmd
+}
 
 const benchLong = `Measure what rttscope's BPF programs cost per packet, beside an empty tc
 program, and record the numbers (nothing is asserted):
@@ -29,6 +54,15 @@ program, and record the numbers (nothing is asserted):
             attached (TCX egress and ingress) to the middlebox's
             server-facing interface; with bpf_stats on: ns/packet =
             delta run_time_ns / delta run_cnt, plus packets/s and Mbit/s.
+  events    how many RTT events user space consumes: per-sample programs
+            fed data/ACK pairs with BPF_PROG_TEST_RUN, the monitor's
+            reader path (ring buffer read, decode, jsonl) draining them.
+  load      --flows concurrent TCP flows (default 1, 100, 1000, 10000)
+            and a small-datagram UDP flood through the lab's middlebox,
+            each with no monitor and with 'rttscope monitor' (a separate
+            process) per-sample, sampled and aggregated: forwarding
+            throughput, BPF ns/packet, softirq CPU and the monitor's CPU;
+            the summary compares with issue #4's targets.
 
 Configurations run interleaved inside the run, --reps times each; the
 summary gives median, quartiles and the difference and ratio to the empty
@@ -44,12 +78,15 @@ func newBenchCmd() *cobra.Command {
 		path   string
 		pacing string
 		only   string
+		lpath  string
+		trate  string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Record the per-packet cost of the BPF programs (TEST_RUN and live traffic)",
 		Long:  benchLong,
-		Example: `  sudo rttscope bench                       # about 1.5 minutes, results in bench/results/
+		Example: `  sudo rttscope bench                       # about 6 minutes, results in bench/results/
+  sudo rttscope bench --only load,events --load-reps 5 --load-duration 5s
   sudo rttscope bench --reps 9 --duration 5s
   sudo rttscope bench --only test_run --repeat 5000000`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -69,14 +106,40 @@ func newBenchCmd() *cobra.Command {
 			} else if o.Pacing, err = lab.ParseRate(pacing); err != nil {
 				return usageError{fmt.Sprintf("invalid --pacing %q: %v", pacing, err)}
 			}
-			switch only {
-			case "", "all":
-			case "test_run", "testrun":
-				o.Live = false
-			case "live":
-				o.TestRun = false
-			default:
-				return usageError{fmt.Sprintf("invalid --only %q (want test_run, live or all)", only)}
+			if o.LoadPath, err = lab.ParsePath(lpath); err != nil {
+				return usageError{fmt.Sprintf("invalid --load-path %q: %v", lpath, err)}
+			}
+			if trate == "unlimited" || trate == "0" {
+				o.LoadTCPRate = 0
+			} else if r, err := lab.ParseRate(trate); err != nil {
+				return usageError{fmt.Sprintf("invalid --tcp-rate %q: %v", trate, err)}
+			} else {
+				o.LoadTCPRate = r / 8
+			}
+			if only != "" && only != "all" {
+				o.TestRun, o.Live, o.Load, o.Events = false, false, false, false
+				for _, p := range strings.Split(only, ",") {
+					switch strings.TrimSpace(p) {
+					case "test_run", "testrun":
+						o.TestRun = true
+					case "live":
+						o.Live = true
+					case "load":
+						o.Load = true
+					case "events":
+						o.Events = true
+					default:
+						return usageError{fmt.Sprintf("invalid --only %q (want all, or a comma-separated list of test_run, live, events, load)", only)}
+					}
+				}
+			}
+			for _, n := range o.LoadFlows {
+				if n < 1 || n > 60000 {
+					return usageError{fmt.Sprintf("--flows: %d is not between 1 and 60000", n)}
+				}
+			}
+			if o.LoadReps < 1 || o.LoadDuration < 100*time.Millisecond || o.LoadWarmup < 0 || o.LoadSettle < 0 || o.EventsBurst < 1000 || o.EventsDuration < 100*time.Millisecond {
+				return usageError{"--load-reps must be >= 1, --load-duration and --events-duration >= 100ms, --load-warmup and --load-settle >= 0, --events-burst >= 1000"}
 			}
 			if o.Reps < 1 || o.Repeat < 1 || o.Pairs < 0 || o.Duration < 100*time.Millisecond || o.Warmup < 0 {
 				return usageError{"--reps and --repeat must be >= 1, --pairs >= 0, --duration >= 100ms, --warmup >= 0"}
@@ -97,7 +160,22 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&path, "path", def.Path.String(), "live: lab path DELAY[/RETURN_DELAY][@RATE] between middlebox and server")
 	f.StringVar(&pacing, "pacing", lab.FormatRate(def.Pacing), "live: pace the bulk transfer to this rate (e.g. 200mbit); 0 or unlimited = as fast as TCP goes (saturates the lab's delay line: loss)")
 	f.BoolVar(&o.NoLiveBaseline, "no-baseline", false, "live: skip the windows with no program attached")
-	f.StringVar(&only, "only", "all", "run only one phase: test_run or live")
+	f.StringVar(&only, "only", "all", "run only these phases: comma-separated test_run, live, events, load")
+	f.IntVar(&o.LoadReps, "load-reps", def.LoadReps, "load: repetitions of every mode per scenario (interleaved)")
+	f.DurationVar(&o.LoadDuration, "load-duration", def.LoadDuration, "load: measured time per window")
+	f.DurationVar(&o.LoadWarmup, "load-warmup", def.LoadWarmup, "load: time between the monitor attaching and the window's first reading")
+	f.DurationVar(&o.LoadSettle, "load-settle", def.LoadSettle, "load: traffic before each scenario's first window")
+	f.IntSliceVar(&o.LoadFlows, "flows", def.LoadFlows, "load: concurrent TCP flow counts, one scenario each")
+	f.BoolVar(&o.LoadUDP, "udp", def.LoadUDP, "load: also run the small-datagram UDP scenario")
+	f.StringVar(&lpath, "load-path", def.LoadPath.String(), "load: lab path DELAY[/RETURN_DELAY][@RATE] between middlebox and server")
+	f.IntVar(&o.LoadWriteSize, "write-size", def.LoadWriteSize, "load: bytes per TCP write")
+	f.StringVar(&trate, "tcp-rate", "unlimited", "load: aggregate TCP rate of all flows (e.g. 200mbit); unlimited = as fast as TCP goes")
+	f.IntVar(&o.UDPPayload, "udp-payload", def.UDPPayload, "load: UDP payload bytes per datagram")
+	f.Uint64Var(&o.UDPPPS, "udp-pps", def.UDPPPS, "load: UDP datagrams per second (0 = as fast as the senders go)")
+	f.IntVar(&o.UDPSenders, "udp-senders", def.UDPSenders, "load: UDP sending sockets (one goroutine each)")
+	f.StringVar(&o.MonitorBinary, "monitor-bin", "", "load: rttscope binary to run as the monitor (default: this executable)")
+	f.IntVar(&o.EventsBurst, "events-burst", def.EventsBurst, "events: records produced before each drain")
+	f.DurationVar(&o.EventsDuration, "events-duration", def.EventsDuration, "events: length of the concurrent producer/consumer run")
 	f.StringVarP(&out, "out", "o", "bench/results", "directory for the result files")
 	f.StringVar(&o.Name, "name", def.Name, "result file name prefix")
 	return cmd

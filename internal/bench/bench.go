@@ -42,6 +42,32 @@ type Options struct {
 	TestRun, Live    bool         // phases to run
 	// NoLiveBaseline skips the live windows without any program.
 	NoLiveBaseline bool
+
+	// Load phase (issue #4 item 7): LoadFlows concurrent TCP flows per
+	// scenario, plus a small-datagram UDP flood when LoadUDP, each with
+	// no monitor and the monitor's three modes, LoadReps times.
+	Load                     bool
+	LoadReps                 int
+	LoadWarmup, LoadDuration time.Duration
+	// LoadSettle is how long each scenario's traffic runs before its
+	// first window (new connections leave slow start and settle).
+	LoadSettle    time.Duration
+	LoadFlows     []int
+	LoadUDP       bool
+	LoadPath      lab.PathSpec
+	LoadWriteSize int    // bytes per TCP write
+	LoadTCPRate   uint64 // aggregate TCP rate in bytes/s; 0 = as fast as TCP goes
+	UDPPayload    int    // UDP payload bytes
+	UDPPPS        uint64 // UDP datagrams/s; 0 = as fast as the senders go
+	UDPSenders    int
+	// MonitorBinary is the rttscope binary run as `rttscope monitor`
+	// (default: this executable).
+	MonitorBinary string
+
+	// Events phase: user-space RTT event consumption (Reps repetitions).
+	Events         bool
+	EventsBurst    int           // records per burst
+	EventsDuration time.Duration // concurrent producer/consumer window
 	// Progress receives one line per step (nil: discarded).
 	Progress io.Writer
 }
@@ -61,6 +87,21 @@ func DefaultOptions() Options {
 		Pacing:   500_000_000,
 		TestRun:  true,
 		Live:     true,
+
+		Load:          true,
+		LoadReps:      3,
+		LoadWarmup:    time.Second,
+		LoadDuration:  2 * time.Second,
+		LoadSettle:    3 * time.Second,
+		LoadFlows:     []int{1, 100, 1000, 10000},
+		LoadUDP:       true,
+		LoadWriteSize: 1448,
+		UDPPayload:    64,
+		UDPSenders:    1,
+
+		Events:         true,
+		EventsBurst:    1_000_000,
+		EventsDuration: 2 * time.Second,
 	}
 }
 
@@ -76,8 +117,21 @@ func (o *Options) validate() error {
 		return fmt.Errorf("duration must be >= 100ms, got %v", o.Duration)
 	case o.Live && o.Warmup < 0:
 		return fmt.Errorf("warm-up must be >= 0, got %v", o.Warmup)
-	case !o.TestRun && !o.Live:
-		return errors.New("nothing to run: enable the test_run and/or the live phase")
+	case o.Load && (o.LoadReps < 1 || o.LoadDuration < 100*time.Millisecond || o.LoadWarmup < 0):
+		return fmt.Errorf("load: reps must be >= 1, duration >= 100ms, warm-up >= 0")
+	case o.Load && len(o.LoadFlows) == 0 && !o.LoadUDP:
+		return errors.New("load: no scenario (no flow count and no UDP)")
+	case o.Load && (o.LoadWriteSize < 1 || o.UDPPayload < 1 || o.UDPPayload > 1472 || o.UDPSenders < 1):
+		return errors.New("load: write size, UDP payload (<= 1472) and UDP senders must be >= 1")
+	case o.Events && (o.EventsBurst < 1000 || o.EventsBurst > 8_000_000 || o.EventsDuration < 100*time.Millisecond):
+		return errors.New("events: burst must be between 1000 and 8e6, duration >= 100ms")
+	case !o.TestRun && !o.Live && !o.Load && !o.Events:
+		return errors.New("nothing to run: enable at least one phase (test_run, live, load, events)")
+	}
+	for _, n := range o.LoadFlows {
+		if o.Load && (n < 1 || n > 60000) {
+			return fmt.Errorf("load: flow counts must be between 1 and 60000, got %d", n)
+		}
 	}
 	return nil
 }
@@ -120,6 +174,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			BPFConfig:    bpfConfigText(),
 			TestRunPhase: o.TestRun,
 			LivePhase:    o.Live,
+			LoadPhase:    o.Load,
+			EventsPhase:  o.Events,
 			Order: "test_run: per rep and packet, the programs in rotated order (empty, egress, ingress; then egress, ingress, empty; ...); " +
 				"live: per rep none, empty, rttscope, reversed on every other rep",
 		},
@@ -139,9 +195,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		liveChecks(res)
 	}
+	if o.Events {
+		if err := runEvents(ctx, &o, res); err != nil {
+			return nil, fmt.Errorf("events: %w", err)
+		}
+	}
+	if o.Load {
+		if err := runLoad(ctx, &o, res); err != nil {
+			return nil, fmt.Errorf("load: %w", err)
+		}
+		loadChecks(res)
+	}
 	res.Finished = time.Now().UTC()
 	res.Machine.LoadAvgEnd = readTrim("/proc/loadavg")
 	res.Finalize()
+	res.Targets = evaluateTargets(res)
 	if s := res.Lookup(seriesID(GroupTestRun, CaseStatsOn, ProgEmpty, "", MetricNsPerRun)); s != nil && s.Compare != nil && s.Compare.Delta < 5 {
 		res.Notes = append(res.Notes, fmt.Sprintf("test_run: switching bpf_stats on added only %.1f ns per run: they were probably on all along (another process), so every test_run figure includes the accounting", s.Compare.Delta))
 	}

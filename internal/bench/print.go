@@ -67,10 +67,136 @@ func PrintSummary(w io.Writer, r *Result) error {
 		fmt.Fprintln(w, "(live ns/pkt = delta run_time_ns / delta run_cnt: the empty and rttscope rows carry the same accounting bias, so the +delta is rttscope's own cost;")
 		fmt.Fprintln(w, " pkt/s and Mbit/s of the programs compare with none; per-window CPU busy/steal and counters are in the JSON)")
 	}
+	if err := printEvents(w, r); err != nil {
+		return err
+	}
+	if err := printLoad(w, r); err != nil {
+		return err
+	}
+	printTargets(w, r)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	return nil
+}
+
+func printEvents(w io.Writer, r *Result) error {
+	es := r.Settings.Events
+	if es == nil || len(r.EventsRuns) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nuser-space RTT event consumption (per-sample programs fed data/ACK pairs by BPF_PROG_TEST_RUN; %d reps; burst %d records; concurrent %s with %d producers)\n",
+		es.Reps, es.Burst, es.Concurrent, es.Producers)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tCONSUMED events/s\tPRODUCED events/s\tRINGBUF_FULL\t")
+	for _, c := range []string{CaseEvDrainRead, CaseEvDrainJSONL, CaseEvConcurrent, CaseEvDecode} {
+		if r.Lookup(seriesID(GroupEvents, c, ProgRttscope, "", MetricEventsPerS)) == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", c,
+			r.cell(seriesID(GroupEvents, c, ProgRttscope, "", MetricEventsPerS), 0),
+			r.cell(seriesID(GroupEvents, c, ProgRttscope, "", MetricProducedPerS), 0),
+			r.cell(seriesID(GroupEvents, c, ProgRttscope, "", MetricRingbufFull), 0))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "(ringbuf-read: ReadInto only; ringbuf-jsonl: ReadInto+decode+jsonl to io.Discard, both draining a burst produced beforehand;")
+	fmt.Fprintln(w, " concurrent: producers and reader at once; decode-jsonl: records from memory)")
+	return nil
+}
+
+func printLoad(w io.Writer, r *Result) error {
+	ls := r.Settings.Load
+	if ls == nil || len(r.LoadWindows) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nload through the middlebox (%s; %s per window after %s warm-up, %d reps, modes interleaved; TCP writes of %d B at %s, UDP %d B payload at %s pps)\n",
+		ls.Interface, ls.Duration, ls.Warmup, ls.Reps, ls.WriteSize, ls.TCPRate, ls.UDPPayload, ppsText(ls.UDPPPS))
+	fmt.Fprintf(w, "bound: %s\n", ls.Bound)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tMODE\tFWD Mbit/s\tFWD pkt/s\tBPF ns/pkt eg\tBPF ns/pkt in\tSOFTIRQ CPUs\tRTTSCOPE CPUs\tRTTSCOPE CPU SHARE\tRTT events/s\t")
+	for _, c := range r.cases(GroupLoad) {
+		for _, m := range LoadModes {
+			id := func(hook, metric string) string { return seriesID(GroupLoad, c, m, hook, metric) }
+			if r.Lookup(id("", MetricFwdMbit)) == nil {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c, m,
+				r.ratioCell(id("", MetricFwdMbit), 0),
+				r.ratioCell(id("", MetricFwdPPS), 0),
+				r.cell(id("egress", MetricNsPerPacket), 0),
+				r.cell(id("ingress", MetricNsPerPacket), 0),
+				r.ratioCell(id("", MetricSoftirqCores), 2),
+				r.cell(id("", MetricMonitorCores), 2),
+				r.pctCell(id("", MetricCPUShare)),
+				r.cell(id("", MetricRTTEventsPerS), 0))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "(median (q1-q3); xN = ratio of medians to no monitor, [pN] = median of per-rep paired ratios; FWD = the middlebox's monitored")
+	fmt.Fprintln(w, " interface: Mbit/s sent toward the server, packets both ways; softirq and busy CPU time are machine-wide; RTTSCOPE CPUs = the monitor")
+	fmt.Fprintln(w, " process; RTTSCOPE CPU SHARE = (BPF run time of both hooks + monitor process) / machine busy time)")
+	return nil
+}
+
+// pctCell is "median% (q1-q3%)" of a share series.
+func (r *Result) pctCell(id string) string {
+	s := r.Lookup(id)
+	if s == nil || s.Summary.N == 0 {
+		return "-"
+	}
+	sm := s.Summary
+	return fmt.Sprintf("%.1f%% (%.1f-%.1f)", 100*sm.Median, 100*sm.Q1, 100*sm.Q3)
+}
+
+func ppsText(pps uint64) string {
+	if pps == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d", pps)
+}
+
+// ratioCell is "median (q1-q3) xratio [ppaired]" against the baseline.
+func (r *Result) ratioCell(id string, prec int) string {
+	s := r.Lookup(id)
+	if s == nil || s.Summary.N == 0 {
+		return "-"
+	}
+	sm := s.Summary
+	out := fmt.Sprintf("%.*f (%.*f-%.*f)", prec, sm.Median, prec, sm.Q1, prec, sm.Q3)
+	if c := s.Compare; c != nil {
+		out += fmt.Sprintf(" x%.3f", c.Ratio)
+		if c.PairedRatio != nil {
+			out += fmt.Sprintf(" [p%.3f]", *c.PairedRatio)
+		}
+	}
+	if s.Missing > 0 {
+		out += fmt.Sprintf(" [%d missing]", s.Missing)
+	}
+	return out
+}
+
+func printTargets(w io.Writer, r *Result) {
+	if len(r.Targets) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\ntargets (reported, not asserted):")
+	for _, t := range r.Targets {
+		verdict := "not measured"
+		if t.Met != nil {
+			verdict = "NOT MET"
+			if *t.Met {
+				verdict = "met"
+			}
+		}
+		fmt.Fprintf(w, "  [%s] %s\n        %s\n", verdict, t.Goal, t.Measured)
+		if t.Caveat != "" {
+			fmt.Fprintf(w, "        (%s)\n", t.Caveat)
+		}
+	}
 }
 
 func seriesID(group, cas, prog, hook, metric string) string {

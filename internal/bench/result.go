@@ -20,6 +20,8 @@ const SchemaVersion = "rttscope-bench/1"
 const (
 	GroupTestRun = "test_run" // BPF_PROG_TEST_RUN, no traffic
 	GroupLive    = "live"     // TCP traffic through the lab, bpf_stats
+	GroupLoad    = "load"     // many flows / UDP through the lab, monitor modes
+	GroupEvents  = "events"   // user-space RTT event consumption
 )
 
 // Programs compared.
@@ -116,6 +118,13 @@ type Result struct {
 	Series   []*Series `json:"series"`
 	// Windows are the raw counters of every live measurement window.
 	Windows []LiveWindow `json:"live_windows,omitempty"`
+	// LoadWindows are the raw counters of every load measurement window.
+	LoadWindows []LoadWindow `json:"load_windows,omitempty"`
+	// EventsRuns are the raw records of the events phase.
+	EventsRuns []EventsRun `json:"events_runs,omitempty"`
+	// Targets are the issue's targets with what was measured against
+	// them (reported, not asserted).
+	Targets []Target `json:"targets,omitempty"`
 	// Checks are sanity facts gathered while measuring (e.g. that the
 	// matching ACKs really produced RTT events).
 	Checks map[string]uint64 `json:"checks,omitempty"`
@@ -139,6 +148,11 @@ type Settings struct {
 	TestRunPhase  bool   `json:"test_run"`
 	LivePhase     bool   `json:"live"`
 	LiveInterface string `json:"live_interface,omitempty"`
+	LoadPhase     bool   `json:"load"`
+	EventsPhase   bool   `json:"events"`
+	// Load and Events are the settings of those phases when they ran.
+	Load   *LoadSettings   `json:"load_settings,omitempty"`
+	Events *EventsSettings `json:"events_settings,omitempty"`
 }
 
 // Lookup returns the series with the given ID, or nil.

@@ -1,0 +1,812 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+
+	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/nsrun"
+	"github.com/rttscope/rttscope/internal/traffic"
+)
+
+// The load phase (issue #4 item 7): traffic through the lab's middlebox
+// with many concurrent TCP flows, and a small-datagram UDP flood, each
+// measured with no monitor and with `rttscope monitor` running as a
+// separate process in three modes (per-sample, sampled, aggregated),
+// interleaved and repeated.
+
+// Monitor modes of the load phase. ProgNone (no monitor) is the baseline.
+const (
+	ModePerSample  = "per-sample" // --rate-limit 0: a timestamp per new TSval
+	ModeSampled    = "sampled"    // the default 100 ms rate limit
+	ModeAggregated = "aggregated" // --aggregate: histograms in the kernel
+)
+
+// LoadModes are the configurations of every load scenario, in the order
+// of the first repetition.
+var LoadModes = []string{ProgNone, ModePerSample, ModeSampled, ModeAggregated}
+
+// Metrics of the load phase.
+const (
+	MetricFwdMbit       = "fwd_mbit_per_s"     // middlebox → server bytes (interface tx)
+	MetricFwdPPS        = "fwd_packets_per_s"  // packets through the monitored interface, both ways
+	MetricGoodput       = "goodput_mbit_per_s" // bytes received by the sink
+	MetricSoftirqCores  = "softirq_cores"      // softirq CPU time per second, all CPUs
+	MetricBusyCores     = "busy_cores"         // busy CPU time per second, all CPUs
+	MetricMonitorCores  = "monitor_cpu_cores"  // rttscope process user+system time per second
+	MetricRTTEventsPerS = "rtt_events_per_s"   // RTT records the monitor wrote
+	// MetricCPUShare is rttscope's share of the machine's busy CPU time:
+	// (BPF run time of both hooks + the monitor process) / busy time. In
+	// a CPU-bound forwarder it estimates the throughput rttscope costs,
+	// with much less noise than the throughput ratio itself.
+	MetricCPUShare = "rttscope_cpu_share"
+)
+
+// LoadScenarioUDP is the case name of the UDP flood.
+const LoadScenarioUDP = "udp-small"
+
+// loadScenario is one traffic pattern of the load phase.
+type loadScenario struct {
+	name  string
+	flows int // TCP flows; 0 for the UDP flood
+}
+
+func tcpScenario(flows int) string { return fmt.Sprintf("tcp-%d-flows", flows) }
+
+// LoadWindow is the raw record of one load measurement window.
+type LoadWindow struct {
+	Scenario string  `json:"scenario"`
+	Flows    int     `json:"flows,omitempty"`
+	Mode     string  `json:"mode"`
+	Rep      int     `json:"rep"`
+	Seq      int     `json:"seq"`
+	Seconds  float64 `json:"seconds"`
+	// BPF run time of the monitor's programs (bpf_stats).
+	Egress  *HookCounters `json:"egress,omitempty"`
+	Ingress *HookCounters `json:"ingress,omitempty"`
+	// Counters of the middlebox's server-facing interface (the monitored
+	// one): tx = forwarded toward the server, rx = from the server.
+	FwdTxPackets uint64 `json:"if_tx_packets"`
+	FwdTxBytes   uint64 `json:"if_tx_bytes"`
+	FwdRxPackets uint64 `json:"if_rx_packets"`
+	FwdRxBytes   uint64 `json:"if_rx_bytes"`
+	// IfDrops sums the drop counters of both middlebox interfaces.
+	IfDrops uint64 `json:"if_drops"`
+	// DelayDrops are the lab delay line's drops (both directions).
+	DelayDrops uint64 `json:"delay_line_drops"`
+	// What the server received.
+	SinkBytes   uint64 `json:"sink_bytes"`
+	SinkPackets uint64 `json:"sink_packets,omitempty"`
+	// TCP retransmissions of all flows during the window.
+	Retransmits uint64 `json:"retransmits,omitempty"`
+	// CPU time per second of wall time (1.0 = one CPU fully busy), from
+	// /proc/stat (whole machine) and /proc/PID/stat (processes).
+	SoftirqCores float64 `json:"softirq_cores"`
+	BusyCores    float64 `json:"busy_cores"`
+	StealShare   float64 `json:"steal_share"`
+	MonitorCores float64 `json:"monitor_cpu_cores,omitempty"`
+	// BenchCores is this process: traffic generator, sinks and the lab's
+	// user-space delay line.
+	BenchCores float64 `json:"bench_cpu_cores"`
+	// Monitor output during the window, and its final kernel counters.
+	RTTRecords       uint64        `json:"rtt_records,omitempty"`
+	FlowRecords      uint64        `json:"flow_records,omitempty"`
+	AggregateRecords uint64        `json:"aggregate_records,omitempty"`
+	MonitorStats     *MonitorStats `json:"monitor_stats,omitempty"`
+	MonitorRSSKiB    uint64        `json:"monitor_rss_kib,omitempty"`
+}
+
+// MonitorStats are the counters of the monitor's last stats record (over
+// its whole run, which spans more than the window).
+type MonitorStats struct {
+	Packets           uint64 `json:"packets"`
+	RTTEvents         uint64 `json:"rtt_events"`
+	FlowEvents        uint64 `json:"flow_events"`
+	RingbufFull       uint64 `json:"ringbuf_full"`
+	FlowMapFull       uint64 `json:"flow_map_full"`
+	TimestampMapFull  uint64 `json:"timestamp_map_full"`
+	Flows             uint64 `json:"flows"`
+	AggregatedSamples uint64 `json:"aggregated_samples"`
+	PrefixMapFull     uint64 `json:"prefix_map_full"`
+}
+
+// LoadSettings are the parameters of the load phase.
+type LoadSettings struct {
+	Reps           int    `json:"reps"`
+	Warmup         string `json:"warmup"`
+	Settle         string `json:"settle"`
+	Duration       string `json:"duration"`
+	Flows          []int  `json:"tcp_flows"`
+	UDP            bool   `json:"udp"`
+	WriteSize      int    `json:"tcp_write_size"`
+	TCPRate        string `json:"tcp_rate"`
+	UDPPayload     int    `json:"udp_payload"`
+	UDPPPS         uint64 `json:"udp_pps"`
+	UDPSenders     int    `json:"udp_senders"`
+	Path           string `json:"path"`
+	DelayMethod    string `json:"delay_method"`
+	Interface      string `json:"interface"`
+	MonitorCommand string `json:"monitor_command"`
+	Modes          string `json:"modes"`
+	Order          string `json:"order"`
+	Bound          string `json:"throughput_bound"`
+}
+
+// monitorArgs are the command-line flags of each mode (after
+// `monitor --netns NS -i IF`).
+func monitorArgs(mode string) []string {
+	common := []string{"--tc-mode", "tcx", "-F", "jsonl", "--stats-interval", "1s"}
+	switch mode {
+	case ModePerSample:
+		return append(common, "--rate-limit", "0")
+	case ModeSampled:
+		return common
+	case ModeAggregated:
+		return append(common, "--aggregate", "1s")
+	}
+	return nil
+}
+
+type loadBench struct {
+	o        *Options
+	lab      *lab.Lab
+	ifname   string
+	ifidx    int
+	cliIfidx int
+	bin      string
+	seq      int
+	// current traffic
+	sink    *sinkProc // TCP sink in a child process
+	udpSink *traffic.UDPSink
+	flows   *traffic.ManyFlows
+	udp     *traffic.UDPFlood
+}
+
+// loadSnap is one reading of every counter of a window.
+type loadSnap struct {
+	t        time.Time
+	eg, in   progStats
+	srv, cli netlink.LinkStatistics
+	dlDrops  uint64
+	cpu      procStatCPU
+	monTicks uint64
+	self     uint64
+	sinkB    uint64
+	sinkP    uint64
+	retrans  uint64
+	rtt      uint64
+	flow     uint64
+	agg      uint64
+}
+
+func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
+	bin := o.MonitorBinary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return fmt.Errorf("find the rttscope binary: %w", err)
+		}
+	}
+	maxFlows := 0
+	for _, n := range o.LoadFlows {
+		maxFlows = max(maxFlows, n)
+	}
+	// The sink's sockets are in a child process (see sinkproc.go).
+	if err := traffic.RaiseNoFile(uint64(maxFlows + 4096)); err != nil {
+		return err
+	}
+	o.progress("load: building the lab (path %s)", o.LoadPath)
+	l, err := lab.New(ctx, lab.Config{Prefix: labPrefix, Paths: []lab.PathSpec{o.LoadPath}})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := l.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
+		}
+	}()
+	lb := &loadBench{o: o, lab: l, ifname: l.MiddleboxServerIf[0], bin: bin}
+	if err := nsrun.Named(l.Middlebox.Name, func() error {
+		lk, err := netlink.LinkByName(lb.ifname)
+		if err != nil {
+			return err
+		}
+		lb.ifidx = lk.Attrs().Index
+		if lk, err = netlink.LinkByName(l.MiddleboxClientIf); err != nil {
+			return err
+		}
+		lb.cliIfidx = lk.Attrs().Index
+		return nil
+	}); err != nil {
+		return fmt.Errorf("find the middlebox interfaces: %w", err)
+	}
+	bound := "the lab's user-space delay line (AF_PACKET bridge between middlebox and server, in this process) forwards every packet toward the server, also with zero delay; " +
+		"it, the generator, the sinks, the kernel's forwarding and the monitor share this machine's CPUs, so throughput is CPU-bound and the monitor's cost shows as lost throughput and CPU"
+	if l.DelayMethod == lab.DelayNetem {
+		bound = "netem delays the path (no user-space delay line); the generator, the sinks, the kernel's forwarding and the monitor share this machine's CPUs"
+	}
+	cmdline := bin + " monitor --netns " + l.Middlebox.Name + " -i " + lb.ifname + " " + strings.Join(monitorArgs(ModeSampled), " ")
+	res.Settings.Load = &LoadSettings{
+		Reps: o.LoadReps, Warmup: o.LoadWarmup.String(), Settle: o.LoadSettle.String(), Duration: o.LoadDuration.String(),
+		Flows: o.LoadFlows, UDP: o.LoadUDP, WriteSize: o.LoadWriteSize, TCPRate: rateText(o.LoadTCPRate * 8),
+		UDPPayload: o.UDPPayload, UDPPPS: o.UDPPPS, UDPSenders: o.UDPSenders,
+		Path: o.LoadPath.String(), DelayMethod: l.DelayMethod, Interface: l.Middlebox.Name + "/" + lb.ifname,
+		MonitorCommand: cmdline,
+		Modes: "none: nothing attached; per-sample: --rate-limit 0; sampled: defaults (--rate-limit 100ms); aggregated: --aggregate 1s " +
+			"(each with --tc-mode tcx -F jsonl --stats-interval 1s, output read and counted by the bench through a pipe)",
+		Order: "per scenario (flow count) the traffic runs throughout, settling before the first window; per rep the modes in rotated order (none, per-sample, sampled, aggregated; then per-sample, sampled, aggregated, none; ...)",
+		Bound: bound,
+	}
+
+	restore, method, err := enableStats()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := restore(); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	if res.Settings.StatsMethod == "" {
+		res.Settings.StatsMethod = method
+	}
+
+	var scenarios []loadScenario
+	for _, n := range o.LoadFlows {
+		scenarios = append(scenarios, loadScenario{tcpScenario(n), n})
+	}
+	if o.LoadUDP {
+		scenarios = append(scenarios, loadScenario{LoadScenarioUDP, 0})
+	}
+	for _, sc := range scenarios {
+		if err := lb.scenario(ctx, res, sc); err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+	}
+	return nil
+}
+
+func rateText(bitsPerSec uint64) string {
+	if bitsPerSec == 0 {
+		return "unlimited"
+	}
+	return lab.FormatRate(bitsPerSec)
+}
+
+// startTraffic starts the scenario's traffic and waits until it flows.
+func (lb *loadBench) startTraffic(ctx context.Context, sc loadScenario) error {
+	l := lb.lab
+	if sc.flows == 0 {
+		s, err := traffic.NewUDPSink(l.Servers[0], l.ServerAddr4[0], 0)
+		if err != nil {
+			return err
+		}
+		lb.udpSink = s
+		lb.udp, err = traffic.StartUDPFlood(l.Client, netip.AddrPortFrom(l.ServerAddr4[0], s.Addr().Port()),
+			traffic.UDPFloodOptions{PayloadSize: lb.o.UDPPayload, PPS: lb.o.UDPPPS, Senders: lb.o.UDPSenders})
+		return err
+	}
+	s, err := startSinkProc(lb.bin, l.Servers[0].Name, l.ServerAddr4[0])
+	if err != nil {
+		return err
+	}
+	lb.sink = s
+	start := time.Now()
+	lb.flows, err = traffic.StartManyFlows(ctx, l.Client, netip.AddrPortFrom(l.ServerAddr4[0], s.port),
+		traffic.ManyFlowsOptions{Flows: sc.flows, WriteSize: lb.o.LoadWriteSize, RateBytesPerSec: lb.o.LoadTCPRate})
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.Accepted() < int64(sc.flows) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sink accepted only %d of %d connections", s.Accepted(), sc.flows)
+		}
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	lb.o.progress("load: %s: %d connections open in %v", tcpScenario(sc.flows), sc.flows, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (lb *loadBench) stopTraffic() error {
+	var errs []error
+	if lb.flows != nil {
+		errs = append(errs, lb.flows.Stop())
+		lb.flows = nil
+	}
+	if lb.udp != nil {
+		errs = append(errs, lb.udp.Stop())
+		lb.udp = nil
+	}
+	if lb.sink != nil {
+		errs = append(errs, lb.sink.close())
+		lb.sink = nil
+	}
+	if lb.udpSink != nil {
+		errs = append(errs, lb.udpSink.Close())
+		lb.udpSink = nil
+	}
+	return errors.Join(errs...)
+}
+
+func (lb *loadBench) scenario(ctx context.Context, res *Result, sc loadScenario) (err error) {
+	if err := lb.startTraffic(ctx, sc); err != nil {
+		lb.stopTraffic()
+		return err
+	}
+	defer func() { err = errors.Join(err, lb.stopTraffic()) }()
+	if err := sleepCtx(ctx, lb.o.LoadSettle); err != nil {
+		return err
+	}
+	for rep := 0; rep < lb.o.LoadReps; rep++ {
+		for _, mode := range rotate(LoadModes, rep) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			w, err := lb.window(ctx, sc, rep+1, mode)
+			if err != nil {
+				return fmt.Errorf("rep %d, %s window: %w", rep+1, mode, err)
+			}
+			res.LoadWindows = append(res.LoadWindows, w)
+			lb.record(res, w)
+			lb.o.progress("load: %-16s rep %d/%d %-10s %s", sc.name, rep+1, lb.o.LoadReps, mode, w.brief())
+		}
+	}
+	return nil
+}
+
+func (w *LoadWindow) brief() string {
+	var b strings.Builder
+	if w.Egress != nil {
+		fmt.Fprintf(&b, "BPF %s/%s ns/pkt (eg/in), ", nsText(w.Egress), nsText(w.Ingress))
+	}
+	fmt.Fprintf(&b, "fwd %.0f Mbit/s %.0f pkt/s, softirq %.2f, busy %.2f CPUs", float64(w.FwdTxBytes)*8/w.Seconds/1e6,
+		float64(w.FwdTxPackets+w.FwdRxPackets)/w.Seconds, w.SoftirqCores, w.BusyCores)
+	if w.Mode != ProgNone {
+		fmt.Fprintf(&b, ", rttscope %.2f CPU", w.MonitorCores)
+		if w.RTTRecords > 0 {
+			fmt.Fprintf(&b, ", %.0f RTT/s", float64(w.RTTRecords)/w.Seconds)
+		}
+		if w.AggregateRecords > 0 {
+			fmt.Fprintf(&b, ", %d aggregate records", w.AggregateRecords)
+		}
+		if st := w.MonitorStats; st != nil && st.RingbufFull > 0 {
+			fmt.Fprintf(&b, ", ringbuf_full %d", st.RingbufFull)
+		}
+	}
+	return b.String()
+}
+
+func (lb *loadBench) record(res *Result, w LoadWindow) {
+	mode := fmt.Sprintf("%v after %v warm-up", lb.o.LoadDuration, lb.o.LoadWarmup)
+	base := func(metric string) string { return seriesID(GroupLoad, w.Scenario, ProgNone, "", metric) }
+	add := func(hook, metric, unit, how string, v float64, withBase bool) {
+		s := res.series(GroupLoad, w.Scenario, w.Mode, hook, metric, unit, how+", "+mode)
+		if withBase && w.Mode != ProgNone {
+			s.Baseline = base(metric)
+		}
+		s.Add(v)
+	}
+	if w.Mode != ProgNone {
+		for _, h := range []struct {
+			hook string
+			c    *HookCounters
+		}{{"egress", w.Egress}, {"ingress", w.Ingress}} {
+			v := nan()
+			if h.c != nil && h.c.RunCnt > 0 {
+				v = h.c.NsPerRun
+			}
+			add(h.hook, MetricNsPerPacket, "ns", "bpf_stats", v, false)
+		}
+	}
+	add("", MetricFwdMbit, "Mbit/s", "middlebox server-side interface tx bytes", float64(w.FwdTxBytes)*8/w.Seconds/1e6, true)
+	add("", MetricFwdPPS, "packets/s", "middlebox server-side interface tx+rx packets", float64(w.FwdTxPackets+w.FwdRxPackets)/w.Seconds, true)
+	add("", MetricGoodput, "Mbit/s", "bytes received by the sink", float64(w.SinkBytes)*8/w.Seconds/1e6, true)
+	add("", MetricSoftirqCores, "CPUs", "/proc/stat softirq, whole machine", w.SoftirqCores, true)
+	add("", MetricBusyCores, "CPUs", "/proc/stat busy, whole machine", w.BusyCores, true)
+	if w.Mode != ProgNone {
+		add("", MetricMonitorCores, "CPUs", "/proc/PID/stat utime+stime of rttscope monitor", w.MonitorCores, false)
+		bpfSec := 0.0
+		for _, h := range []*HookCounters{w.Egress, w.Ingress} {
+			if h != nil {
+				bpfSec += float64(h.RunTimeNs) / 1e9
+			}
+		}
+		share := nan()
+		if w.BusyCores > 0 {
+			share = (bpfSec/w.Seconds + w.MonitorCores) / w.BusyCores
+		}
+		add("", MetricCPUShare, "share", "(bpf_stats run time of both hooks + monitor utime+stime) / machine busy time", share, false)
+		if w.Mode != ModeAggregated {
+			add("", MetricRTTEventsPerS, "events/s", "RTT records written by the monitor", float64(w.RTTRecords)/w.Seconds, false)
+		}
+	}
+}
+
+// monitorProc is a running `rttscope monitor` subprocess.
+type monitorProc struct {
+	cmd    *exec.Cmd
+	done   chan error
+	stderr *syncBuffer
+	rtt    atomic.Uint64
+	flow   atomic.Uint64
+	agg    atomic.Uint64
+	mu     sync.Mutex
+	stats  *MonitorStats
+	readWG sync.WaitGroup
+}
+
+func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorProc, error) {
+	args := append([]string{"monitor", "--netns", lb.lab.Middlebox.Name, "-i", lb.ifname}, monitorArgs(mode)...)
+	m := &monitorProc{done: make(chan error, 1), stderr: &syncBuffer{b: &bytes.Buffer{}}}
+	m.cmd = exec.Command(lb.bin, args...)
+	m.cmd.Stderr = m.stderr
+	// Killed with us: Pdeathsig follows the thread that started it, so
+	// that thread stays locked to the waiting goroutine.
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := m.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := m.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		m.readWG.Add(1)
+		go m.read(out)
+		m.readWG.Wait()
+		m.done <- m.cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s: %w", lb.bin, err)
+	}
+	return m, nil
+}
+
+// read counts the monitor's output records and keeps its last stats.
+func (m *monitorProc) read(r io.Reader) {
+	defer m.readWG.Done()
+	br := bufio.NewReaderSize(r, 1<<20)
+	statsTag := []byte(`"type":"stats"`)
+	for {
+		line, err := br.ReadSlice('\n')
+		switch {
+		case len(line) == 0:
+		case bytes.Contains(line, []byte(`"rtt":`)):
+			m.rtt.Add(1)
+		case bytes.Contains(line, []byte(`"flow_event":`)):
+			m.flow.Add(1)
+		case bytes.Contains(line, []byte(`"type":"aggregate"`)):
+			m.agg.Add(1)
+		case bytes.Contains(line, statsTag):
+			var st MonitorStats
+			if json.Unmarshal(line, &st) == nil {
+				m.mu.Lock()
+				m.stats = &st
+				m.mu.Unlock()
+			}
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+func (m *monitorProc) lastStats() *MonitorStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stats
+}
+
+// stop ends the monitor (SIGTERM, then SIGKILL after monitorStopTimeout)
+// and returns its exit error.
+func (m *monitorProc) stop() error {
+	if m.cmd.Process == nil {
+		return nil
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-m.done:
+		if err != nil {
+			return fmt.Errorf("rttscope monitor: %w (stderr: %s)", err, strings.TrimSpace(m.stderr.String()))
+		}
+		return nil
+	case <-time.After(monitorStopTimeout):
+		_ = m.cmd.Process.Kill()
+		<-m.done
+		return fmt.Errorf("rttscope monitor did not stop within %v", monitorStopTimeout)
+	}
+}
+
+// waitAttached waits until the monitor's programs sit on the interface.
+func (lb *loadBench) waitAttached(ctx context.Context, m *monitorProc) (eg, in *ebpf.Program, err error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = nsrun.Named(lb.lab.Middlebox.Name, func() error {
+			var err error
+			if eg, err = findProgram(lb.ifidx, ebpf.AttachTCXEgress); err != nil {
+				return err
+			}
+			if in, err = findProgram(lb.ifidx, ebpf.AttachTCXIngress); err != nil {
+				eg.Close()
+				eg = nil
+			}
+			return err
+		})
+		if err == nil {
+			return eg, in, nil
+		}
+		select {
+		case werr := <-m.done:
+			m.done <- werr
+			return nil, nil, fmt.Errorf("rttscope monitor exited before attaching: %v (stderr: %s)", werr, strings.TrimSpace(m.stderr.String()))
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("rttscope monitor not attached after 30s: %w", err)
+		}
+	}
+}
+
+func (lb *loadBench) snap(eg, in *ebpf.Program, m *monitorProc) (loadSnap, error) {
+	var s loadSnap
+	if eg != nil {
+		var err error
+		if s.eg, err = readStats(eg); err != nil {
+			return s, err
+		}
+		if s.in, err = readStats(in); err != nil {
+			return s, err
+		}
+	}
+	if err := nsrun.Named(lb.lab.Middlebox.Name, func() error {
+		for _, x := range []struct {
+			idx int
+			st  *netlink.LinkStatistics
+		}{{lb.ifidx, &s.srv}, {lb.cliIfidx, &s.cli}} {
+			lk, err := netlink.LinkByIndex(x.idx)
+			if err != nil {
+				return err
+			}
+			if st := lk.Attrs().Statistics; st != nil {
+				*x.st = *st
+			}
+		}
+		return nil
+	}); err != nil {
+		return s, fmt.Errorf("interface counters: %w", err)
+	}
+	for _, ps := range lb.lab.DelayStats() {
+		s.dlDrops += ps.ToServer.Dropped() + ps.ToClient.Dropped()
+	}
+	s.cpu = readProcStatCPU()
+	s.self, _ = procTicks(os.Getpid())
+	if m != nil {
+		s.monTicks, _ = procTicks(m.cmd.Process.Pid)
+		s.rtt, s.flow, s.agg = m.rtt.Load(), m.flow.Load(), m.agg.Load()
+	}
+	if lb.sink != nil {
+		s.sinkB = lb.sink.Bytes()
+	}
+	if lb.udpSink != nil {
+		s.sinkB, s.sinkP = lb.udpSink.Bytes(), lb.udpSink.Packets()
+	}
+	if lb.flows != nil {
+		s.retrans = lb.flows.Retransmits()
+	}
+	s.t = time.Now()
+	return s, nil
+}
+
+func (lb *loadBench) window(ctx context.Context, sc loadScenario, rep int, mode string) (w LoadWindow, err error) {
+	lb.seq++
+	w = LoadWindow{Scenario: sc.name, Flows: sc.flows, Mode: mode, Rep: rep, Seq: lb.seq}
+	var m *monitorProc
+	var eg, in *ebpf.Program
+	if mode != ProgNone {
+		if m, err = lb.startMonitor(ctx, mode); err != nil {
+			return w, err
+		}
+		defer func() {
+			if m != nil {
+				err = errors.Join(err, m.stop())
+			}
+		}()
+		if eg, in, err = lb.waitAttached(ctx, m); err != nil {
+			return w, err
+		}
+		defer eg.Close()
+		defer in.Close()
+	}
+	if err := sleepCtx(ctx, lb.o.LoadWarmup); err != nil {
+		return w, err
+	}
+	s0, err := lb.snap(eg, in, m)
+	if err != nil {
+		return w, err
+	}
+	if err := sleepCtx(ctx, lb.o.LoadDuration); err != nil {
+		return w, err
+	}
+	s1, err := lb.snap(eg, in, m)
+	if err != nil {
+		return w, err
+	}
+	var rss uint64
+	if m != nil {
+		rss = procRSSKiB(m.cmd.Process.Pid)
+		mm := m
+		m = nil
+		if err := mm.stop(); err != nil {
+			return w, err
+		}
+		w.MonitorStats = mm.lastStats()
+		w.MonitorRSSKiB = rss
+	}
+	sec := s1.t.Sub(s0.t).Seconds()
+	w.Seconds = sec
+	if eg != nil {
+		w.Egress = loadHookDelta(s0.eg, s1.eg)
+		w.Ingress = loadHookDelta(s0.in, s1.in)
+	}
+	w.FwdTxPackets = s1.srv.TxPackets - s0.srv.TxPackets
+	w.FwdTxBytes = s1.srv.TxBytes - s0.srv.TxBytes
+	w.FwdRxPackets = s1.srv.RxPackets - s0.srv.RxPackets
+	w.FwdRxBytes = s1.srv.RxBytes - s0.srv.RxBytes
+	drops := func(st netlink.LinkStatistics) uint64 { return st.TxDropped + st.RxDropped }
+	w.IfDrops = drops(s1.srv) + drops(s1.cli) - drops(s0.srv) - drops(s0.cli)
+	w.DelayDrops = s1.dlDrops - s0.dlDrops
+	w.SinkBytes = s1.sinkB - s0.sinkB
+	w.SinkPackets = s1.sinkP - s0.sinkP
+	w.Retransmits = s1.retrans - s0.retrans
+	w.SoftirqCores, w.BusyCores, w.StealShare = cpuCores(s0.cpu, s1.cpu, sec)
+	w.BenchCores = float64(s1.self-s0.self) / clockTicks / sec
+	if mode != ProgNone {
+		w.MonitorCores = float64(s1.monTicks-s0.monTicks) / clockTicks / sec
+		w.RTTRecords = s1.rtt - s0.rtt
+		w.FlowRecords = s1.flow - s0.flow
+		w.AggregateRecords = s1.agg - s0.agg
+	}
+	return w, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc/stat and /proc/PID/stat
+// times: 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// procStatCPU is the aggregate cpu line of /proc/stat, in clock ticks.
+type procStatCPU struct {
+	Total, Idle, Softirq, Steal uint64
+}
+
+func parseProcStatCPU(text string) (procStatCPU, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 || f[0] != "cpu" {
+			continue
+		}
+		var v [8]uint64
+		for i := 0; i < len(v) && i+1 < len(f); i++ {
+			n, err := strconv.ParseUint(f[i+1], 10, 64)
+			if err != nil {
+				return procStatCPU{}, false
+			}
+			v[i] = n
+		}
+		var c procStatCPU
+		for _, n := range v {
+			c.Total += n
+		}
+		c.Idle = v[3] + v[4]
+		c.Softirq = v[6]
+		c.Steal = v[7]
+		return c, true
+	}
+	return procStatCPU{}, false
+}
+
+func readProcStatCPU() procStatCPU {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return procStatCPU{}
+	}
+	c, _ := parseProcStatCPU(string(b))
+	return c
+}
+
+// cpuCores turns two readings into CPUs' worth of softirq and busy time
+// per second of wall time, and the stolen share of all CPU time.
+func cpuCores(a, b procStatCPU, sec float64) (softirq, busy, steal float64) {
+	if b.Total <= a.Total || sec <= 0 {
+		return nan(), nan(), nan()
+	}
+	d := float64(b.Total - a.Total)
+	steal = float64(b.Steal-a.Steal) / d
+	return float64(b.Softirq-a.Softirq) / clockTicks / sec, (d - float64(b.Idle-a.Idle)) / clockTicks / sec, steal
+}
+
+// parsePidStat returns utime+stime of a /proc/PID/stat text.
+func parsePidStat(text string) (uint64, bool) {
+	// The command name (field 2) may hold spaces: fields count from
+	// after its closing parenthesis.
+	i := strings.LastIndexByte(text, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(text[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	s, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return u + s, true
+}
+
+func procTicks(pid int) (uint64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	return parsePidStat(string(b))
+}
+
+func procRSSKiB(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func nsText(h *HookCounters) string {
+	if h == nil || h.RunCnt == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", h.NsPerRun)
+}
+
+// loadHookDelta is hookDelta with a zero (omitted) ns/run when the
+// program did not run: JSON has no NaN.
+func loadHookDelta(a, b progStats) *HookCounters {
+	h := hookDelta(a, b)
+	if !finite(h.NsPerRun) {
+		h.NsPerRun = 0
+	}
+	return h
+}

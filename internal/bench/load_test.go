@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestParsePidStat(t *testing.T) {
+	// Field 2 may hold spaces and parentheses.
+	text := "4242 (rtt scope (x)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 123 45 0 0 20 0 8 0 100 0 0"
+	got, ok := parsePidStat(text)
+	if !ok || got != 168 {
+		t.Fatalf("parsePidStat = %d, %v; want 168, true", got, ok)
+	}
+	if _, ok := parsePidStat("4242 (x) S 1"); ok {
+		t.Error("parsePidStat accepted a short line")
+	}
+}
+
+func TestParseProcStatCPU(t *testing.T) {
+	text := "cpu  100 5 50 800 20 3 12 10 0 0\ncpu0 50 2 25 400 10 1 6 5 0 0\n"
+	got, ok := parseProcStatCPU(text)
+	want := procStatCPU{Total: 1000, Idle: 820, Softirq: 12, Steal: 10}
+	if !ok || got != want {
+		t.Fatalf("parseProcStatCPU = %+v, %v; want %+v", got, ok, want)
+	}
+	// 2 s of a 2-CPU machine: 400 ticks; 40 of softirq, 100 idle.
+	a := procStatCPU{Total: 1000, Idle: 500, Softirq: 10, Steal: 0}
+	b := procStatCPU{Total: 1400, Idle: 600, Softirq: 50, Steal: 4}
+	si, busy, steal := cpuCores(a, b, 2)
+	if math.Abs(si-0.2) > 1e-9 || math.Abs(busy-1.5) > 1e-9 || math.Abs(steal-0.01) > 1e-9 {
+		t.Errorf("cpuCores = %v, %v, %v; want 0.2, 1.5, 0.01", si, busy, steal)
+	}
+	if si, _, _ := cpuCores(b, a, 2); !math.IsNaN(si) {
+		t.Errorf("cpuCores backwards = %v, want NaN", si)
+	}
+}
+
+func TestMonitorArgs(t *testing.T) {
+	for mode, want := range map[string]string{
+		ModePerSample:  "--rate-limit 0",
+		ModeAggregated: "--aggregate 1s",
+	} {
+		if got := strings.Join(monitorArgs(mode), " "); !strings.Contains(got, want) {
+			t.Errorf("monitorArgs(%s) = %q, want it to contain %q", mode, got, want)
+		}
+	}
+	if got := strings.Join(monitorArgs(ModeSampled), " "); strings.Contains(got, "rate-limit") || strings.Contains(got, "aggregate") {
+		t.Errorf("sampled mode must use the defaults, got %q", got)
+	}
+	if monitorArgs(ProgNone) != nil {
+		t.Error("no monitor must have no arguments")
+	}
+}
+
+func TestMonitorOutputCounting(t *testing.T) {
+	m := &monitorProc{}
+	in := strings.Join([]string{
+		`{"timestamp":1,"src_ip":"10.0.0.1","rtt":1000,"min_rtt":900}`,
+		`{"timestamp":2,"src_ip":"10.0.0.1","rtt":1100,"min_rtt":900}`,
+		`{"timestamp":3,"flow_event":"opening","reason":"first_observation"}`,
+		`{"timestamp":4,"type":"aggregate","ip_prefix":"10.0.0.0/24"}`,
+		`{"timestamp":5,"type":"stats","packets":10,"rtt_events":2,"ringbuf_full":3}`,
+	}, "\n") + "\n"
+	m.readWG.Add(1)
+	m.read(strings.NewReader(in))
+	if m.rtt.Load() != 2 || m.flow.Load() != 1 || m.agg.Load() != 1 {
+		t.Errorf("counted rtt %d, flow %d, aggregate %d; want 2, 1, 1", m.rtt.Load(), m.flow.Load(), m.agg.Load())
+	}
+	st := m.lastStats()
+	if st == nil || st.Packets != 10 || st.RingbufFull != 3 || st.RTTEvents != 2 {
+		t.Errorf("last stats = %+v", st)
+	}
+}
+
+// synthLoad builds a finalized result with load and events series.
+func synthLoad(none, agg []float64, drain float64) *Result {
+	r := &Result{Checks: map[string]uint64{}, Settings: Settings{Load: &LoadSettings{}, Events: &EventsSettings{}}}
+	sc := tcpScenario(targetAggFlows)
+	for i := range none {
+		for _, w := range []LoadWindow{
+			{Scenario: sc, Flows: 1000, Mode: ProgNone, Seconds: 1, FwdTxBytes: uint64(none[i] * 1e6 / 8), BusyCores: 2},
+			{Scenario: sc, Flows: 1000, Mode: ModeAggregated, Seconds: 1, FwdTxBytes: uint64(agg[i] * 1e6 / 8), BusyCores: 2, MonitorCores: 0.02,
+				Egress: &HookCounters{RunCnt: 10, RunTimeNs: 10_000_000, NsPerRun: 1e6}, Ingress: &HookCounters{RunCnt: 10, RunTimeNs: 10_000_000, NsPerRun: 1e6}},
+		} {
+			r.LoadWindows = append(r.LoadWindows, w)
+			(&loadBench{o: &Options{}}).record(r, w)
+		}
+	}
+	r.EventsRuns = append(r.EventsRuns, EventsRun{Case: CaseEvDrainJSONL, Events: uint64(drain), Seconds: 1})
+	r.series(GroupEvents, CaseEvDrainJSONL, ProgRttscope, "", MetricEventsPerS, "events/s", "").Add(drain)
+	r.Finalize()
+	r.Targets = evaluateTargets(r)
+	return r
+}
+
+func TestTargets(t *testing.T) {
+	r := synthLoad([]float64{1000, 1000, 1000}, []float64{980, 990, 985}, 2e6)
+	if len(r.Targets) != 2 {
+		t.Fatalf("%d targets, want 2", len(r.Targets))
+	}
+	agg, ev := r.Targets[0], r.Targets[1]
+	if agg.Met == nil || !*agg.Met || math.Abs(agg.Value-1.5) > 1e-6 {
+		t.Errorf("aggregated target: met %v, value %v; want met, 1.5%%", agg.Met, agg.Value)
+	}
+	// (10 ms + 10 ms of BPF + 20 ms of monitor) per s over 2 busy CPUs.
+	if s := r.Lookup(seriesID(GroupLoad, tcpScenario(1000), ModeAggregated, "", MetricCPUShare)); s == nil || math.Abs(s.Summary.Median-0.02) > 1e-9 {
+		t.Errorf("cpu share series = %+v, want median 0.02", s)
+	}
+	if ev.Met == nil || !*ev.Met || ev.Value != 2e6 {
+		t.Errorf("events target: met %v, value %v", ev.Met, ev.Value)
+	}
+	r = synthLoad([]float64{1000, 1000, 1000}, []float64{900, 950, 960}, 5e5)
+	if m := r.Targets[0].Met; m == nil || *m {
+		t.Errorf("a 5%% throughput cost must not meet the target")
+	}
+	if m := r.Targets[1].Met; m == nil || *m {
+		t.Errorf("0.5M events/s must not meet the target")
+	}
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCSV(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	r.Machine.Date = "x"
+	if err := PrintSummary(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"NOT MET", "tcp-1000-flows", "aggregated"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, buf.String())
+		}
+	}
+	if r := (&Result{}); len(evaluateTargets(r)) != 2 || evaluateTargets(r)[0].Met != nil {
+		t.Error("targets of an empty result must be 'not measured'")
+	}
+}

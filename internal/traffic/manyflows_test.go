@@ -1,0 +1,86 @@
+package traffic
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/rttscope/rttscope/internal/lab"
+)
+
+// TestManyFlows opens a few thousand paced flows through the lab and
+// checks that all of them are accepted and deliver data.
+func TestManyFlows(t *testing.T) {
+	l := newLab(t, lab.PathSpec{})
+	const flows = 3000
+	if err := RaiseNoFile(2*flows + 1024); err != nil {
+		t.Fatal(err)
+	}
+	sink, err := NewManySink(l.Servers[0], l.ServerAddr4[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	ctx := context.Background()
+	dst := netip.AddrPortFrom(l.ServerAddr4[0], sink.Addr().Port())
+	m, err := StartManyFlows(ctx, l.Client, dst, ManyFlowsOptions{Flows: flows, WriteSize: 100, RateBytesPerSec: 3_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	if m.Flows() != flows {
+		t.Fatalf("opened %d flows, want %d", m.Flows(), flows)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sink.Accepted() < flows && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := sink.Accepted(); got != flows {
+		t.Fatalf("sink accepted %d connections, want %d", got, flows)
+	}
+	b0 := sink.Bytes()
+	time.Sleep(time.Second)
+	rate := sink.Bytes() - b0
+	// 3 MB/s requested: allow a wide margin on a shared machine.
+	if rate < 1_000_000 || rate > 4_500_000 {
+		t.Errorf("sink received %d bytes in 1s, want about 3,000,000", rate)
+	}
+	if e := m.WriteErrors(); e != 0 {
+		t.Errorf("%d write errors", e)
+	}
+	m.Stop()
+	deadline = time.Now().Add(10 * time.Second)
+	for sink.Active() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a := sink.Active(); a != 0 {
+		t.Errorf("%d connections still open at the sink after Stop", a)
+	}
+}
+
+func TestUDPFlood(t *testing.T) {
+	l := newLab(t, lab.PathSpec{})
+	sink, err := NewUDPSink(l.Servers[0], l.ServerAddr4[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	f, err := StartUDPFlood(l.Client, netip.AddrPortFrom(l.ServerAddr4[0], sink.Addr().Port()), UDPFloodOptions{PPS: 20000, Senders: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	f.Stop()
+	sent := f.Sent()
+	if sent < 10000 || sent > 30000 {
+		t.Errorf("sent %d datagrams in about 1s at 20,000/s", sent)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := sink.Packets(); got < sent*9/10 {
+		t.Errorf("sink received %d of %d datagrams", got, sent)
+	}
+	if got := sink.Bytes(); got != sink.Packets()*64 {
+		t.Errorf("sink received %d bytes for %d datagrams of 64 bytes", got, sink.Packets())
+	}
+}
