@@ -140,3 +140,15 @@ func TestTargets(t *testing.T) {
 		t.Error("targets of an empty result must be 'not measured'")
 	}
 }
+
+func TestTargetsPaced(t *testing.T) {
+	r := synthLoad([]float64{400, 400, 400}, []float64{400, 400, 400}, 2e6)
+	r.Settings.Load.TCPRate = "400mbit"
+	r.Targets = evaluateTargets(r)
+	if r.Targets[0].Met != nil {
+		t.Errorf("a paced run must give no throughput verdict, got met=%v", *r.Targets[0].Met)
+	}
+	if !strings.Contains(r.Targets[0].Caveat, "paced") {
+		t.Errorf("caveat %q does not explain the pacing", r.Targets[0].Caveat)
+	}
+}
