@@ -74,8 +74,9 @@ func evaluateTargets(r *Result) []Target {
 			}
 		}
 		if paced {
-			t1.Caveat = fmt.Sprintf("TCP paced to %s, below what this machine forwards: every mode carries the offered load, so the throughput ratio cannot show the cost and no verdict is given; "+
-				"read the CPU share and the softirq/busy CPU ratios instead, or run without --tcp-rate", r.Settings.Load.TCPRate)
+			t1.Caveat = fmt.Sprintf("TCP paced to %s: where the machine carries the offered load every mode forwards the same, and where it does not (the baseline forwarded %.0f Mbit/s) "+
+				"the shortfall is the machine's load, not the monitor's cost alone, so no verdict is given; read the CPU share and the softirq/busy CPU ratios instead, or run without --tcp-rate",
+				r.Settings.Load.TCPRate, b.Summary.Median)
 		} else if b.Summary.Median > 0 {
 			spread := 100 * b.Summary.IQR / b.Summary.Median
 			t1.Caveat = fmt.Sprintf("the no-monitor baseline itself spreads %.1f%% (IQR/median over %d reps)", spread, b.Summary.N)
