@@ -7,10 +7,11 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#define ETH_P_IP     0x0800
-#define ETH_P_IPV6   0x86DD
-#define ETH_P_8021Q  0x8100
-#define ETH_P_8021AD 0x88A8
+#define ETH_HLEN_BYTES 14
+#define ETH_P_IP       0x0800
+#define ETH_P_IPV6     0x86DD
+#define ETH_P_8021Q    0x8100
+#define ETH_P_8021AD   0x88A8
 
 #define AF_INET	 2
 #define AF_INET6 10

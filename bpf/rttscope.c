@@ -453,4 +453,80 @@ int rttscope_xdp_replay(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+/* Batched replay: many packets per BPF_PROG_TEST_RUN call, which spreads
+ * the call's fixed cost. The buffer holds REPLAY_PAD bytes of padding, then
+ * records of [frame][replay_trailer], the packet to run first LAST. Each
+ * call of replay_last() trims the buffer with bpf_xdp_adjust_tail/head so
+ * that the packet's frame is exactly the XDP packet, runs it, and removes
+ * it: the programs see the same bounds as for a packet on its own. */
+/* REPLAY_PAD keeps adjust_tail above ETH_HLEN; REPLAY_MAX_BUF bounds
+ * offsets for the verifier (user space sends at most 3072 bytes). */
+#define REPLAY_PAD	 16
+#define REPLAY_BATCH_MAX 64
+#define REPLAY_MAX_BUF	 8192
+
+struct replay_trailer {
+	__u64 tstamp;
+	__u16 len; /* frame bytes before the trailer */
+	__u8 egress;
+	__u8 reserved[5];
+};
+
+/* Runs and removes the last record. Returns 0 when it ran one, 1 when only
+ * the padding is left, -1 for a malformed buffer. A global function: the
+ * verifier checks it once, not once per loop iteration. */
+__noinline int replay_last(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct parsing_context pctx = {.ctx = ctx, .is_xdp = true};
+	struct replay_trailer *tr, t;
+	__u32 size = end - data, off;
+
+	if (size <= REPLAY_PAD + sizeof(t))
+		return 1;
+	off = size - sizeof(t);
+	if (off > REPLAY_MAX_BUF)
+		return -1;
+	tr = data + off;
+	if ((void *)(tr + 1) > end)
+		return -1;
+	t = *tr;
+	if (t.len < ETH_HLEN_BYTES || t.len > off - REPLAY_PAD)
+		return -1;
+	off -= t.len; /* start of the frame */
+	if (bpf_xdp_adjust_tail(ctx, -(int)sizeof(t)) ||
+	    bpf_xdp_adjust_head(ctx, off))
+		return -1;
+
+	pctx.data = (void *)(long)ctx->data;
+	pctx.data_end = (void *)(long)ctx->data_end;
+	replay_now = t.tstamp;
+	handle_packet(ctx, &pctx, t.egress != 0, t.tstamp);
+
+	if (bpf_xdp_adjust_head(ctx, -(int)off) ||
+	    bpf_xdp_adjust_tail(ctx, -(int)t.len))
+		return -1;
+	return 0;
+}
+
+/* Returns XDP_PASS when every record ran, XDP_ABORTED when the buffer was
+ * malformed (user space treats that as an error). */
+SEC("xdp")
+int rttscope_xdp_replay_batch(struct xdp_md *ctx)
+{
+	int i, ret;
+
+	if (!cfg_replay)
+		return XDP_PASS;
+	for (i = 0; i < REPLAY_BATCH_MAX; i++) {
+		ret = replay_last(ctx);
+		if (ret < 0)
+			return XDP_ABORTED;
+		if (ret > 0)
+			break;
+	}
+	return XDP_PASS;
+}
+
 #include "cleanup.h"

@@ -156,6 +156,7 @@ const (
 	RttscopeProgRttscopeTcIngress         = "rttscope_tc_ingress"
 	RttscopeProgRttscopeXdpIngress        = "rttscope_xdp_ingress"
 	RttscopeProgRttscopeXdpReplay         = "rttscope_xdp_replay"
+	RttscopeProgRttscopeXdpReplayBatch    = "rttscope_xdp_replay_batch"
 	RttscopeVarAggEpoch                   = "agg_epoch"
 	RttscopeVarCfgAggPrefixV4             = "cfg_agg_prefix_v4"
 	RttscopeVarCfgAggPrefixV6             = "cfg_agg_prefix_v6"
@@ -226,6 +227,7 @@ type RttscopeProgramSpecs struct {
 	RttscopeTcIngress         *ebpf.ProgramSpec `ebpf:"rttscope_tc_ingress"`
 	RttscopeXdpIngress        *ebpf.ProgramSpec `ebpf:"rttscope_xdp_ingress"`
 	RttscopeXdpReplay         *ebpf.ProgramSpec `ebpf:"rttscope_xdp_replay"`
+	RttscopeXdpReplayBatch    *ebpf.ProgramSpec `ebpf:"rttscope_xdp_replay_batch"`
 }
 
 // RttscopeMapSpecs contains maps before they are loaded into the kernel.
@@ -367,6 +369,7 @@ type RttscopePrograms struct {
 	RttscopeTcIngress         *ebpf.Program `ebpf:"rttscope_tc_ingress"`
 	RttscopeXdpIngress        *ebpf.Program `ebpf:"rttscope_xdp_ingress"`
 	RttscopeXdpReplay         *ebpf.Program `ebpf:"rttscope_xdp_replay"`
+	RttscopeXdpReplayBatch    *ebpf.Program `ebpf:"rttscope_xdp_replay_batch"`
 }
 
 func (p *RttscopePrograms) Close() error {
@@ -378,6 +381,7 @@ func (p *RttscopePrograms) Close() error {
 		p.RttscopeTcIngress,
 		p.RttscopeXdpIngress,
 		p.RttscopeXdpReplay,
+		p.RttscopeXdpReplayBatch,
 	)
 }
 

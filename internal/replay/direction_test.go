@@ -27,26 +27,27 @@ func TestParsePkt(t *testing.T) {
 		name string
 		pkt  pktcraft.Packet
 		want pktInfo
+		noL4 bool // no transport header to find (later fragments)
 	}{
 		{"tcp4-syn", pktcraft.Packet{Src: dirIn4, Dst: dirOut4, TCP: &pktcraft.TCP{SrcPort: 1000, DstPort: 80, SYN: true}},
-			pktInfo{ok: true, proto: protoTCP, sport: 1000, dport: 80, syn: true}},
+			pktInfo{ok: true, proto: protoTCP, sport: 1000, dport: 80, syn: true}, false},
 		{"tcp4-synack-qinq", pktcraft.Packet{VLANs: []uint16{1, 2}, QinQ: true, Src: dirOut4, Dst: dirIn4, TCP: &pktcraft.TCP{SrcPort: 80, DstPort: 1000, SYN: true, ACK: true}},
-			pktInfo{ok: true, proto: protoTCP, sport: 80, dport: 1000, syn: true, ack: true}},
+			pktInfo{ok: true, proto: protoTCP, sport: 80, dport: 1000, syn: true, ack: true}, false},
 		{"tcp4-options", pktcraft.Packet{Src: dirIn4, Dst: dirOut4, IPv4Options: pktcraft.IPv4OptRecordRoute(3), TCP: &pktcraft.TCP{SrcPort: 1, DstPort: 2, ACK: true}},
-			pktInfo{ok: true, proto: protoTCP, sport: 1, dport: 2, ack: true}},
+			pktInfo{ok: true, proto: protoTCP, sport: 1, dport: 2, ack: true}, false},
 		{"udp6", pktcraft.Packet{Src: dirIn6, Dst: dirOut6, UDP: &pktcraft.UDP{SrcPort: 53, DstPort: 5353}},
-			pktInfo{ok: true, ipv6: true, proto: protoUDP, sport: 53, dport: 5353}},
+			pktInfo{ok: true, ipv6: true, proto: protoUDP, sport: 53, dport: 5353}, false},
 		{"icmp-request", pktcraft.Packet{Src: dirIn4, Dst: dirOut4, ICMPEcho: &pktcraft.ICMPEcho{ID: 77, Seq: 1}},
-			pktInfo{ok: true, proto: protoICMP, sport: 77, dport: 77, request: true}},
+			pktInfo{ok: true, proto: protoICMP, sport: 77, dport: 77, request: true}, false},
 		{"icmp6-reply-ext", pktcraft.Packet{Src: dirOut6, Dst: dirIn6, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.HopByHop(), pktcraft.RoutingHeader(0, 0), pktcraft.DestOpts()}, ICMPEcho: &pktcraft.ICMPEcho{Reply: true, ID: 78, Seq: 1}},
-			pktInfo{ok: true, ipv6: true, proto: protoICMPv6, sport: 78, dport: 78, reply: true}},
+			pktInfo{ok: true, ipv6: true, proto: protoICMPv6, sport: 78, dport: 78, reply: true}, false},
 		{"icmp-unreachable", pktcraft.Packet{Src: dirOut4, Dst: dirIn4, ICMP: &pktcraft.ICMP{Type: 3, Code: 1, Body: make([]byte, 32)}},
-			pktInfo{ok: true, proto: protoICMP}},
+			pktInfo{ok: true, proto: protoICMP}, false},
 		{"ipv4-later-fragment", pktcraft.Packet{Src: dirIn4, Dst: dirOut4, FragOffset: 10, Raw: &pktcraft.Raw{Proto: protoTCP, Data: make([]byte, 40)}},
-			pktInfo{ok: true, proto: protoTCP}},
+			pktInfo{ok: true, proto: protoTCP}, true},
 		{"ipv6-later-fragment", pktcraft.Packet{Src: dirIn6, Dst: dirOut6, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.FragmentHeader(10, false, 1)}, Raw: &pktcraft.Raw{Proto: protoTCP, Data: make([]byte, 40)}},
-			pktInfo{ok: true, ipv6: true, proto: 44}},
-		{"arp", pktcraft.Packet{EtherType: pktcraft.EtherTypeARP, L3Payload: make([]byte, 28)}, pktInfo{}},
+			pktInfo{ok: true, ipv6: true, proto: 44}, true},
+		{"arp", pktcraft.Packet{EtherType: pktcraft.EtherTypeARP, L3Payload: make([]byte, 28)}, pktInfo{}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := c.pkt.MustBuild()
@@ -54,6 +55,9 @@ func TestParsePkt(t *testing.T) {
 			if want.ok {
 				src, dst := c.pkt.Src.As16(), c.pkt.Dst.As16()
 				want.src, want.dst = src, dst
+			}
+			if !c.noL4 {
+				want.l4off = f.L4
 			}
 			var got pktInfo
 			parsePkt(f.Data, &got)

@@ -15,6 +15,7 @@ type pktInfo struct {
 	syn, ack bool // TCP flags
 	request  bool // ICMP/ICMPv6 echo request
 	reply    bool // ICMP/ICMPv6 echo reply
+	l4off    int  // offset of the transport header in the frame; 0 if unknown
 }
 
 const (
@@ -115,6 +116,7 @@ func parsePkt(b []byte, pi *pktInfo) {
 	default:
 		return
 	}
+	pi.l4off = len(b) - len(l4)
 	switch pi.proto {
 	case protoTCP:
 		if len(l4) >= 14 {
@@ -141,4 +143,22 @@ func parsePkt(b []byte, pi *pktInfo) {
 			}
 		}
 	}
+}
+
+// maxL4Header is the most the programs read of a transport header: a TCP
+// header with 40 bytes of options.
+const maxL4Header = 60
+
+// headerBytes returns how much of a frame of n bytes the BPF programs can
+// read: everything up to the end of the largest transport header, never
+// less than minKeep. The programs take lengths from the IP header and never
+// read payload, so feeding only these bytes gives exactly the same result
+// and lets many packets share one BPF_PROG_TEST_RUN call. Frames whose
+// transport header was not found are kept whole.
+func headerBytes(pi *pktInfo, n int) int {
+	const minKeep = 128
+	if !pi.ok || pi.l4off == 0 {
+		return n
+	}
+	return min(n, max(minKeep, pi.l4off+maxL4Header))
 }

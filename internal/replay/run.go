@@ -215,10 +215,13 @@ func (r *Replay) Run(ctx context.Context, out format.Writer) (sum Summary, err e
 			l.keep[i] = true
 		}
 	}
+	// Only an explicit --workers 1 is strictly sequential; otherwise even
+	// one worker goes through the batched path, many packets per call.
+	sequential := opts.Workers == 1
 	if opts.Workers == 0 {
 		opts.Workers = DefaultWorkers()
 	}
-	if opts.Workers > 1 {
+	if !sequential {
 		l.par = newParallel(r.eng, r.rd.Name(), opts.Workers)
 		defer l.par.close()
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/replay/replaytest"
 )
 
@@ -26,25 +27,75 @@ func TestXDPReplayMatchesTC(t *testing.T) {
 	cfg.RateLimit = 0
 	cfg.TCPFlowTimeout = 20 * time.Second
 
-	run := func(useTC bool) collect {
-		h := newHarness(t, cfg)
-		if !useTC {
-			h.e.run = h.e.newRunner()
-			if _, ok := h.e.run.(*xdpRunner); !ok {
-				t.Fatalf("default runner is %T, want the XDP runner", h.e.run)
-			}
+	tc, xdp := runScenario(t, cfg, "tc"), runScenario(t, cfg, "xdp")
+	compareRuns(t, tc, xdp)
+}
+
+// TestBatchReplayMatchesTC: the batched XDP entry (many packets per test
+// run, frames trimmed to their headers) gives exactly the tc programs'
+// events too.
+func TestBatchReplayMatchesTC(t *testing.T) {
+	needRoot(t)
+	if maxXDPReplayData() == 0 {
+		t.Skip("skipping: this kernel's BPF_PROG_TEST_RUN takes no XDP metadata; replay uses the tc programs")
+	}
+	cfg := testConfig()
+	cfg.TrackICMP, cfg.IncludeSYN = true, true
+	cfg.RateLimit = 0
+	cfg.TCPFlowTimeout = 20 * time.Second
+	compareRuns(t, runScenario(t, cfg, "tc"), runScenario(t, cfg, "batch"))
+}
+
+// runScenario feeds the shared scenario through the tc programs, the XDP
+// replay entry, or the batched one.
+func runScenario(t *testing.T, cfg loader.Config, mode string) collect {
+	h := newHarness(t, cfg)
+	var b *batchRunner
+	switch mode {
+	case "xdp":
+		h.e.run = h.e.newRunner()
+		if _, ok := h.e.run.(*xdpRunner); !ok {
+			t.Fatalf("default runner is %T, want the XDP runner", h.e.run)
 		}
-		for _, st := range replaytest.Steps() {
-			frame, err := replaytest.Frame(st, 1) // Ethernet
-			if err != nil {
+	case "batch":
+		b = newBatchRunner(h.e.objs.RttscopeXdpReplayBatch)
+	}
+	var pi pktInfo
+	for _, st := range replaytest.Steps() {
+		frame, err := replaytest.Frame(st, 1) // Ethernet
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := replaytest.T0 + st.At
+		if b == nil {
+			h.feed(frame, ts, st.FromClient)
+			continue
+		}
+		parsePkt(frame, &pi)
+		frame = frame[:headerBytes(&pi, len(frame))]
+		if len(b.recs) == replayBatchMax || !b.room(len(frame)) {
+			if err := b.flush(); err != nil {
 				t.Fatal(err)
 			}
-			h.feed(frame, replaytest.T0+st.At, st.FromClient)
 		}
-		h.expire()
-		return h.c
+		if err := b.add(frame, ts, st.FromClient); err != nil {
+			t.Fatal(err)
+		}
 	}
-	tc, xdp := run(true), run(false)
+	if b != nil {
+		if err := b.flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.e.Drain(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.expire()
+	return h.c
+}
+
+func compareRuns(t *testing.T, tc, xdp collect) {
+	t.Helper()
 	if len(tc.rtts) == 0 || len(tc.flows) == 0 {
 		t.Fatalf("scenario gave no events through tc (%d RTTs, %d flow events)", len(tc.rtts), len(tc.flows))
 	}
@@ -72,5 +123,5 @@ func TestXDPReplayMatchesTC(t *testing.T) {
 	if !reflect.DeepEqual(tc.flows, xdp.flows) {
 		t.Errorf("flow events differ:\ntc:  %+v\nxdp: %+v", tc.flows, xdp.flows)
 	}
-	t.Logf("%d RTT and %d flow events identical through tc and XDP", len(tc.rtts), len(tc.flows))
+	t.Logf("%d RTT and %d flow events identical", len(tc.rtts), len(tc.flows))
 }
