@@ -15,22 +15,7 @@ import (
 // WriteAggregate writes one prefix's summary of one interval. ppviz has no
 // such record and skips it.
 func (w *writer) WriteAggregate(a *events.Aggregate) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return ErrClosed
-	}
-	switch w.kind {
-	case kindStandard:
-		w.buf = appendAggregateStandard(w.buf[:0], a, w.loc)
-	case kindPPViz:
-		return nil
-	case kindJSON:
-		w.buf = appendAggregateJSON(w.buf[:0], a)
-	case kindJSONL:
-		w.buf = append(appendAggregateJSON(w.buf[:0], a), '\n')
-	}
-	return w.emit()
+	return record(w, a, appendAggregateStandard, nil, appendAggregateJSON)
 }
 
 // appendAggregateStandard appends one line:

@@ -192,7 +192,13 @@ func (w *writer) emit() error {
 	return err
 }
 
-func (w *writer) WriteRTT(e *events.RTT) error {
+// record renders one record in the writer's format and emits it whole.
+// Every record type has a standard and a json rendering; ppviz only has
+// RTT samples, so a nil ppviz means the record is skipped there.
+func record[T any](w *writer, e *T,
+	standard func([]byte, *T, *time.Location) []byte,
+	ppviz func([]byte, *T) []byte,
+	json func([]byte, *T) []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -200,34 +206,26 @@ func (w *writer) WriteRTT(e *events.RTT) error {
 	}
 	switch w.kind {
 	case kindStandard:
-		w.buf = appendRTTStandard(w.buf[:0], e, w.loc)
+		w.buf = standard(w.buf[:0], e, w.loc)
 	case kindPPViz:
-		w.buf = appendRTTPPViz(w.buf[:0], e)
+		if ppviz == nil {
+			return nil
+		}
+		w.buf = ppviz(w.buf[:0], e)
 	case kindJSON:
-		w.buf = appendRTTJSON(w.buf[:0], e)
+		w.buf = json(w.buf[:0], e)
 	case kindJSONL:
-		w.buf = append(appendRTTJSON(w.buf[:0], e), '\n')
+		w.buf = append(json(w.buf[:0], e), '\n')
 	}
 	return w.emit()
 }
 
+func (w *writer) WriteRTT(e *events.RTT) error {
+	return record(w, e, appendRTTStandard, appendRTTPPViz, appendRTTJSON)
+}
+
 func (w *writer) WriteFlow(e *events.FlowEvent) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return ErrClosed
-	}
-	switch w.kind {
-	case kindStandard:
-		w.buf = appendFlowStandard(w.buf[:0], e, w.loc)
-	case kindPPViz:
-		return nil // ppviz has no flow events
-	case kindJSON:
-		w.buf = appendFlowJSON(w.buf[:0], e)
-	case kindJSONL:
-		w.buf = append(appendFlowJSON(w.buf[:0], e), '\n')
-	}
-	return w.emit()
+	return record(w, e, appendFlowStandard, nil, appendFlowJSON)
 }
 
 func (w *writer) WriteStats(s *events.Stats) error {

@@ -10,22 +10,7 @@ import (
 // WriteFlowSummary writes a per-flow summary (--flow-summary). ppviz has no
 // such record and skips it.
 func (w *writer) WriteFlowSummary(s *events.FlowSummary) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return ErrClosed
-	}
-	switch w.kind {
-	case kindStandard:
-		w.buf = appendSummaryStandard(w.buf[:0], s, w.loc)
-	case kindPPViz:
-		return nil
-	case kindJSON:
-		w.buf = appendSummaryJSON(w.buf[:0], s)
-	case kindJSONL:
-		w.buf = append(appendSummaryJSON(w.buf[:0], s), '\n')
-	}
-	return w.emit()
+	return record(w, s, appendSummaryStandard, nil, appendSummaryJSON)
 }
 
 func summaryWhat(s *events.FlowSummary) string {
