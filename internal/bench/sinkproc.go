@@ -51,7 +51,7 @@ func ServeSink(netns string, addr netip.AddrPort, in io.Reader, out io.Writer) e
 	}
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
-		if _, err := fmt.Fprintf(out, "%d %d %d\n", s.Accepted(), s.Active(), s.Bytes()); err != nil {
+		if _, err := fmt.Fprintf(out, "%d %d %d\n", s.Conns(), s.Active(), s.Bytes()); err != nil {
 			return err
 		}
 	}

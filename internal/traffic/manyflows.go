@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -285,28 +284,9 @@ func (m *ManyFlows) closeConns() {
 	}
 }
 
-// ManySink is a TCP sink for many connections: like Sink, but with a small
-// read buffer per connection so that tens of thousands fit in memory.
-type ManySink struct {
-	ln      *net.TCPListener
-	bytes   atomic.Uint64
-	accepts atomic.Int64
-	active  atomic.Int64
-
-	mu     sync.Mutex
-	open   map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
-	once   sync.Once
-	err    error
-}
-
-// manySinkBuf is the read buffer of each ManySink connection.
-const manySinkBuf = 16 << 10
-
 // NewManySink listens on addr:port inside node (port 0 picks a free port)
-// with the largest accept backlog the namespace allows.
-func NewManySink(node *lab.Node, addr netip.Addr, port uint16) (*ManySink, error) {
+// for thousands of connections: a Sink with a small read buffer each.
+func NewManySink(node *lab.Node, addr netip.Addr, port uint16) (*Sink, error) {
 	var ln *net.TCPListener
 	err := node.Do(func() error {
 		var err error
@@ -316,90 +296,11 @@ func NewManySink(node *lab.Node, addr netip.Addr, port uint16) (*ManySink, error
 	if err != nil {
 		return nil, fmt.Errorf("many-sink: listen on %s in %s: %w", netip.AddrPortFrom(addr, port), node.Name, err)
 	}
-	return ServeManySink(ln), nil
+	return ServeSink(ln, manySinkBuf), nil
 }
 
-// ServeManySink runs a ManySink on a listener the caller opened (e.g. in
-// another process's view of a namespace); Close closes ln.
-func ServeManySink(ln *net.TCPListener) *ManySink {
-	s := &ManySink{ln: ln, open: map[net.Conn]struct{}{}}
-	s.wg.Add(1)
-	go s.accept()
-	return s
-}
-
-// Addr is the listening address.
-func (s *ManySink) Addr() netip.AddrPort { return s.ln.Addr().(*net.TCPAddr).AddrPort() }
-
-// Bytes is the number of bytes received so far over all connections.
-func (s *ManySink) Bytes() uint64 { return s.bytes.Load() }
-
-// Accepted is the number of connections accepted so far; Active the
-// number still open.
-func (s *ManySink) Accepted() int64 { return s.accepts.Load() }
-func (s *ManySink) Active() int64   { return s.active.Load() }
-
-func (s *ManySink) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return // listener closed
-		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			c.Close()
-			return
-		}
-		s.open[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		s.accepts.Add(1)
-		s.active.Add(1)
-		go s.drain(c)
-	}
-}
-
-func (s *ManySink) drain(c net.Conn) {
-	defer s.wg.Done()
-	buf := make([]byte, manySinkBuf)
-	for {
-		n, err := c.Read(buf)
-		s.bytes.Add(uint64(n))
-		if err != nil {
-			break
-		}
-	}
-	c.Close()
-	s.active.Add(-1)
-	s.mu.Lock()
-	delete(s.open, c)
-	s.mu.Unlock()
-}
-
-// Close stops the sink and waits for its goroutines. Idempotent.
-func (s *ManySink) Close() error {
-	s.once.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		s.err = s.ln.Close()
-		for c := range s.open {
-			c.Close()
-		}
-		s.mu.Unlock()
-		s.wg.Wait()
-	})
-	return s.err
-}
+// ServeManySink runs a many-connection sink on a listener the caller opened.
+func ServeManySink(ln *net.TCPListener) *Sink { return ServeSink(ln, manySinkBuf) }
 
 // UDPFloodOptions configure StartUDPFlood.
 type UDPFloodOptions struct {

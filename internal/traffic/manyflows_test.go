@@ -33,10 +33,10 @@ func TestManyFlows(t *testing.T) {
 		t.Fatalf("opened %d flows, want %d", m.Flows(), flows)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for sink.Accepted() < flows && time.Now().Before(deadline) {
+	for sink.Conns() < flows && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := sink.Accepted(); got != flows {
+	if got := sink.Conns(); got != flows {
 		t.Fatalf("sink accepted %d connections, want %d", got, flows)
 	}
 	b0 := sink.Bytes()

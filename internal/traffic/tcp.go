@@ -20,9 +20,11 @@ import (
 // Sink is a TCP server inside a lab node that accepts connections and
 // discards what they send.
 type Sink struct {
-	ln    *net.TCPListener
-	bytes atomic.Uint64
-	conns atomic.Int64
+	ln      *net.TCPListener
+	bufSize int // read buffer per connection
+	bytes   atomic.Uint64
+	conns   atomic.Int64
+	active  atomic.Int64
 
 	mu     sync.Mutex
 	open   map[net.Conn]struct{}
@@ -43,10 +45,23 @@ func NewSink(node *lab.Node, addr netip.Addr, port uint16) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sink: listen on %s in %s: %w", netip.AddrPortFrom(addr, port), node.Name, err)
 	}
-	s := &Sink{ln: ln, open: map[net.Conn]struct{}{}}
+	return ServeSink(ln, bulkSinkBuf), nil
+}
+
+// Read buffer per connection: large for a few bulk flows, small for many.
+const (
+	bulkSinkBuf = 256 << 10
+	manySinkBuf = 16 << 10
+)
+
+// ServeSink runs a sink on a listener the caller opened (e.g. in another
+// process's view of a namespace), reading with bufSize bytes per
+// connection; Close closes ln.
+func ServeSink(ln *net.TCPListener, bufSize int) *Sink {
+	s := &Sink{ln: ln, bufSize: bufSize, open: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
-	return s, nil
+	return s
 }
 
 // StartSink starts a discarding TCP server on addr:port inside node; stop
@@ -65,14 +80,26 @@ func (s *Sink) Addr() netip.AddrPort { return s.ln.Addr().(*net.TCPAddr).AddrPor
 // Bytes is the number of bytes received so far over all connections.
 func (s *Sink) Bytes() uint64 { return s.bytes.Load() }
 
-// Conns is the number of connections accepted so far.
-func (s *Sink) Conns() int64 { return s.conns.Load() }
+// Conns is the number of connections accepted so far; Active the number
+// still open.
+func (s *Sink) Conns() int64  { return s.conns.Load() }
+func (s *Sink) Active() int64 { return s.active.Load() }
 
 func (s *Sink) accept() {
 	defer s.wg.Done()
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			// Out of descriptors with thousands of flows: wait for
+			// some to close instead of giving up.
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
 			return // listener closed
 		}
 		s.mu.Lock()
@@ -85,13 +112,14 @@ func (s *Sink) accept() {
 		s.wg.Add(1)
 		s.mu.Unlock()
 		s.conns.Add(1)
+		s.active.Add(1)
 		go s.drain(c)
 	}
 }
 
 func (s *Sink) drain(c net.Conn) {
 	defer s.wg.Done()
-	buf := make([]byte, 256<<10)
+	buf := make([]byte, s.bufSize)
 	for {
 		n, err := c.Read(buf)
 		s.bytes.Add(uint64(n))
@@ -100,6 +128,7 @@ func (s *Sink) drain(c net.Conn) {
 		}
 	}
 	c.Close()
+	s.active.Add(-1)
 	s.mu.Lock()
 	delete(s.open, c)
 	s.mu.Unlock()
