@@ -63,7 +63,7 @@ type PathSpec struct {
 type Config struct {
 	Prefix              string     // short name prefix; New appends a unique suffix
 	Paths               []PathSpec // one server per path; at least one
-	ForceUserspaceDelay bool       // use the user-space delay line even when netem exists
+	ForceUserspaceDelay bool       // use the user-space delay line even when netem exists, and on paths without delay or rate
 }
 
 // Interface names inside the lab namespaces.
@@ -393,7 +393,10 @@ func (b *builder) delayMethod() error {
 	if l.DelayMethod != DelayUserspace {
 		return nil
 	}
-	for i := range b.cfg.Paths {
+	for i, p := range b.cfg.Paths {
+		if p.Direct() && !b.cfg.ForceUserspaceDelay {
+			continue // the middlebox connects straight to the server
+		}
 		d, err := b.node(fmt.Sprintf("dl%d", i))
 		if err != nil {
 			return err
@@ -735,6 +738,9 @@ func (b *builder) netem() error {
 		return nil
 	}
 	for i, p := range b.cfg.Paths {
+		if p.Direct() {
+			continue
+		}
 		if err := b.addNetem(l.Middlebox, l.MiddleboxServerIf[i], p.DelayToServer, p); err != nil {
 			return err
 		}

@@ -108,6 +108,13 @@ func FormatRate(r uint64) string {
 }
 
 // String renders the spec in ParsePath syntax.
+// Direct says whether the path has neither delay nor rate limit: it then
+// needs no delay line, and the middlebox forwards straight to the server,
+// so what is measured on it is the kernel's own forwarding.
+func (p PathSpec) Direct() bool {
+	return p.DelayToServer == 0 && p.DelayToClient == 0 && p.RateBitsPerSec == 0
+}
+
 func (p PathSpec) String() string {
 	s := p.DelayToServer.String()
 	if p.DelayToClient != p.DelayToServer {
