@@ -445,6 +445,8 @@ func (lb *loadBench) record(res *Result, w LoadWindow) {
 // monitorProc is a running `rttscope monitor` subprocess.
 type monitorProc struct {
 	cmd    *exec.Cmd
+	path   string        // the monitor's output file
+	exited chan struct{} // closed when the process has exited
 	done   chan error
 	stderr *syncBuffer
 	rtt    atomic.Uint64
@@ -456,17 +458,21 @@ type monitorProc struct {
 }
 
 func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorProc, error) {
-	args := append([]string{"monitor", "--netns", lb.lab.Middlebox.Name, "-i", lb.ifname}, monitorArgs(mode)...)
-	m := &monitorProc{done: make(chan error, 1), stderr: &syncBuffer{b: &bytes.Buffer{}}}
+	// The monitor writes to a file, as on a router: a pipe would let this
+	// process, starved of CPU by the traffic it generates, throttle the
+	// monitor (and hold up its exit) through back-pressure.
+	f, err := os.CreateTemp("", "rttscope-bench-monitor-*.jsonl")
+	if err != nil {
+		return nil, err
+	}
+	path := f.Name()
+	args := append([]string{"monitor", "--netns", lb.lab.Middlebox.Name, "-i", lb.ifname, "-w", path}, monitorArgs(mode)...)
+	m := &monitorProc{done: make(chan error, 1), exited: make(chan struct{}), stderr: &syncBuffer{b: &bytes.Buffer{}}, path: path}
 	m.cmd = exec.Command(lb.bin, args...)
 	m.cmd.Stderr = m.stderr
 	// Killed with us: Pdeathsig follows the thread that started it, so
 	// that thread stays locked to the waiting goroutine.
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := m.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -476,42 +482,76 @@ func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorPro
 			return
 		}
 		started <- nil
-		m.readWG.Add(1)
-		go m.read(out)
+		werr := m.cmd.Wait()
+		close(m.exited)
 		m.readWG.Wait()
-		m.done <- m.cmd.Wait()
+		m.done <- werr
 	}()
 	if err := <-started; err != nil {
+		f.Close()
+		os.Remove(path)
 		return nil, fmt.Errorf("start %s: %w", lb.bin, err)
 	}
+	m.readWG.Add(1)
+	go m.read(f)
 	return m, nil
 }
 
-// read counts the monitor's output records and keeps its last stats.
-func (m *monitorProc) read(r io.Reader) {
+// read follows the monitor's output file as it grows, counting records
+// and keeping the last stats record, until the monitor has exited and the
+// file is read to its end.
+func (m *monitorProc) read(f *os.File) {
 	defer m.readWG.Done()
-	br := bufio.NewReaderSize(r, 1<<20)
+	defer os.Remove(m.path)
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
 	statsTag := []byte(`"type":"stats"`)
+	var partial []byte
 	for {
-		line, err := br.ReadSlice('\n')
-		switch {
-		case len(line) == 0:
-		case bytes.Contains(line, []byte(`"rtt":`)):
-			m.rtt.Add(1)
-		case bytes.Contains(line, []byte(`"flow_event":`)):
-			m.flow.Add(1)
-		case bytes.Contains(line, []byte(`"type":"aggregate"`)):
-			m.agg.Add(1)
-		case bytes.Contains(line, statsTag):
-			var st MonitorStats
-			if json.Unmarshal(line, &st) == nil {
-				m.mu.Lock()
-				m.stats = &st
-				m.mu.Unlock()
+		chunk, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull || (err == io.EOF && len(chunk) > 0) {
+			partial = append(partial, chunk...) // a line still being written
+			if err == bufio.ErrBufferFull {
+				continue
 			}
 		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+		if err == nil {
+			line := chunk
+			if len(partial) > 0 {
+				line = append(partial, chunk...)
+				partial = partial[:0]
+			}
+			m.count(line, statsTag)
+			continue
+		}
+		if err != io.EOF {
 			return
+		}
+		select {
+		case <-m.exited:
+			// Exited: whatever the file holds now is all there is.
+			if _, err := br.Peek(1); err == io.EOF {
+				return
+			}
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (m *monitorProc) count(line, statsTag []byte) {
+	switch {
+	case bytes.Contains(line, []byte(`"rtt":`)):
+		m.rtt.Add(1)
+	case bytes.Contains(line, []byte(`"flow_event":`)):
+		m.flow.Add(1)
+	case bytes.Contains(line, []byte(`"type":"aggregate"`)):
+		m.agg.Add(1)
+	case bytes.Contains(line, statsTag):
+		var st MonitorStats
+		if json.Unmarshal(line, &st) == nil {
+			m.mu.Lock()
+			m.stats = &st
+			m.mu.Unlock()
 		}
 	}
 }

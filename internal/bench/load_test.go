@@ -3,8 +3,10 @@ package bench
 import (
 	"bytes"
 	"math"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParsePidStat(t *testing.T) {
@@ -55,8 +57,19 @@ func TestMonitorArgs(t *testing.T) {
 	}
 }
 
+// The reader follows the monitor's output file while it is written,
+// including a record cut in two by the writer, until the monitor exits.
 func TestMonitorOutputCounting(t *testing.T) {
-	m := &monitorProc{}
+	f, err := os.CreateTemp(t.TempDir(), "mon-*.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(f.Name(), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	m := &monitorProc{path: f.Name(), exited: make(chan struct{})}
 	in := strings.Join([]string{
 		`{"timestamp":1,"src_ip":"10.0.0.1","rtt":1000,"min_rtt":900}`,
 		`{"timestamp":2,"src_ip":"10.0.0.1","rtt":1100,"min_rtt":900}`,
@@ -64,8 +77,14 @@ func TestMonitorOutputCounting(t *testing.T) {
 		`{"timestamp":4,"type":"aggregate","ip_prefix":"10.0.0.0/24"}`,
 		`{"timestamp":5,"type":"stats","packets":10,"rtt_events":2,"ringbuf_full":3}`,
 	}, "\n") + "\n"
+	cut := len(in) / 3
+	w.WriteString(in[:cut])
 	m.readWG.Add(1)
-	m.read(strings.NewReader(in))
+	go m.read(f)
+	time.Sleep(120 * time.Millisecond) // the reader meets the cut line
+	w.WriteString(in[cut:])
+	close(m.exited)
+	m.readWG.Wait()
 	if m.rtt.Load() != 2 || m.flow.Load() != 1 || m.agg.Load() != 1 {
 		t.Errorf("counted rtt %d, flow %d, aggregate %d; want 2, 1, 1", m.rtt.Load(), m.flow.Load(), m.agg.Load())
 	}
