@@ -239,7 +239,11 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 	}
 	bound := "the lab's user-space delay line (AF_PACKET bridge between middlebox and server, in this process) forwards every packet toward the server, also with zero delay; " +
 		"it, the generator, the sinks, the kernel's forwarding and the monitor share this machine's CPUs, so throughput is CPU-bound and the monitor's cost shows as lost throughput and CPU"
-	if l.DelayMethod == lab.DelayNetem {
+	switch {
+	case o.LoadPath.Direct():
+		bound = "a direct path (no delay, no rate limit: the middlebox forwards straight to the server, no user-space delay line); " +
+			"the generator, the sinks, the kernel's forwarding and the monitor share this machine's CPUs"
+	case l.DelayMethod == lab.DelayNetem:
 		bound = "netem delays the path (no user-space delay line); the generator, the sinks, the kernel's forwarding and the monitor share this machine's CPUs"
 	}
 	cmdline := bin + " monitor --netns " + l.Middlebox.Name + " -i " + lb.ifname + " " + strings.Join(monitorArgs(ModeSampled), " ")
