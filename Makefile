@@ -8,9 +8,10 @@ GO_PKGS := ./...
 
 all: build
 
-## build: the rttscope binary (no clang needed: BPF objects are committed)
+## build: the static rttscope binary (no clang or cgo: BPF objects are committed;
+##        GOARCH=arm64 make build cross-compiles)
 build:
-	$(GO) build -o $(BIN) ./cmd/rttscope
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/rttscope
 
 ## generate: rebuild the BPF objects and Go bindings from bpf/ (needs clang)
 generate:
