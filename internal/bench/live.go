@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rttscope/rttscope/internal/syncbuf"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -280,7 +281,7 @@ func (lb *liveBench) attachEmpty() (*attached, error) {
 func (lb *liveBench) attachRttscope(ctx context.Context) (*attached, error) {
 	mctx, cancel := context.WithCancel(ctx)
 	cw := &countWriter{}
-	log := &syncBuffer{b: &bytes.Buffer{}}
+	log := &syncbuf.Buffer{}
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -542,22 +543,4 @@ func (c *countWriter) lastStats() (events.Stats, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stats, c.haveStats
-}
-
-// syncBuffer is a bytes.Buffer safe for the monitor's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

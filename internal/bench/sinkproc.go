@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rttscope/rttscope/internal/syncbuf"
 
 	"github.com/rttscope/rttscope/internal/nsrun"
 	"github.com/rttscope/rttscope/internal/traffic"
@@ -76,11 +77,11 @@ type sinkProc struct {
 	port uint16
 	mu   sync.Mutex
 	done chan error
-	errb *syncBuffer
+	errb *syncbuf.Buffer
 }
 
 func startSinkProc(bin, netns string, addr netip.Addr) (*sinkProc, error) {
-	p := &sinkProc{done: make(chan error, 1), errb: &syncBuffer{b: &bytes.Buffer{}}}
+	p := &sinkProc{done: make(chan error, 1), errb: &syncbuf.Buffer{}}
 	p.cmd = exec.Command(bin, SinkCommand, "--netns", netns, "--listen", netip.AddrPortFrom(addr, 0).String())
 	p.cmd.Stderr = p.errb
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -7,9 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/rttscope/rttscope/internal/syncbuf"
 
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/lab"
@@ -31,24 +32,6 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects output written from the monitor's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func checkGone(t *testing.T, names []string) {
 	t.Helper()
 	if len(names) == 0 {
@@ -66,7 +49,7 @@ func checkGone(t *testing.T, names []string) {
 // configured RTTs: a correctness bound (±3 ms), not a performance one.
 func TestDemoMatchesPaths(t *testing.T) {
 	needRoot(t)
-	var out, progress lockedBuffer
+	var out, progress syncbuf.Buffer
 	w, err := format.New("standard", &out, format.Options{StatsTo: &progress})
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +132,7 @@ func TestDemoMatchesPaths(t *testing.T) {
 // torn down.
 func TestDemoCancel(t *testing.T) {
 	needRoot(t)
-	var progress lockedBuffer
+	var progress syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

@@ -1,7 +1,6 @@
 package monitor
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rttscope/rttscope/internal/syncbuf"
 
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/lab"
@@ -114,28 +115,10 @@ func (c *collector) lastStats() (events.Stats, bool) {
 	return c.stats[len(c.stats)-1], true
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // running is a monitor.Run in a goroutine.
 type running struct {
 	out    *collector
-	log    *syncBuffer
+	log    *syncbuf.Buffer
 	cancel context.CancelFunc
 	done   chan error
 	result error
@@ -147,7 +130,7 @@ type running struct {
 // if the test did not stop it.
 func startMonitor(t *testing.T, opts Options) *running {
 	t.Helper()
-	r := &running{out: &collector{}, log: &syncBuffer{}, done: make(chan error, 1)}
+	r := &running{out: &collector{}, log: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	opts.Output = r.out
 	opts.Log = r.log
 	if opts.CleanupInterval == 0 {

@@ -287,16 +287,7 @@ func (m *ManyFlows) closeConns() {
 // NewManySink listens on addr:port inside node (port 0 picks a free port)
 // for thousands of connections: a Sink with a small read buffer each.
 func NewManySink(node *lab.Node, addr netip.Addr, port uint16) (*Sink, error) {
-	var ln *net.TCPListener
-	err := node.Do(func() error {
-		var err error
-		ln, err = net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(addr, port)))
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("many-sink: listen on %s in %s: %w", netip.AddrPortFrom(addr, port), node.Name, err)
-	}
-	return ServeSink(ln, manySinkBuf), nil
+	return listenSink(node, addr, port, manySinkBuf)
 }
 
 // ServeManySink runs a many-connection sink on a listener the caller opened.

@@ -36,6 +36,11 @@ type Sink struct {
 
 // NewSink listens on addr:port inside node (port 0 picks a free port).
 func NewSink(node *lab.Node, addr netip.Addr, port uint16) (*Sink, error) {
+	return listenSink(node, addr, port, bulkSinkBuf)
+}
+
+// listenSink opens the listener inside node and serves it.
+func listenSink(node *lab.Node, addr netip.Addr, port uint16, bufSize int) (*Sink, error) {
 	var ln *net.TCPListener
 	err := node.Do(func() error {
 		var err error
@@ -45,7 +50,7 @@ func NewSink(node *lab.Node, addr netip.Addr, port uint16) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sink: listen on %s in %s: %w", netip.AddrPortFrom(addr, port), node.Name, err)
 	}
-	return ServeSink(ln, bulkSinkBuf), nil
+	return ServeSink(ln, bufSize), nil
 }
 
 // Read buffer per connection: large for a few bulk flows, small for many.
