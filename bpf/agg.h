@@ -190,6 +190,9 @@ __noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
 	s->rtt_count++;
 	s->rtt_sum += rtt;
 	bin = hist_bin(rtt);
+	/* clang knows bin < HIST_BINS and drops the check; 6.1's verifier
+	 * cannot prove it and needs to see it. */
+	barrier_var(bin);
 	if (bin < HIST_BINS)
 		s->hist[bin]++;
 	count(agg_samples);

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Expiry of stale state. These map-element iterators run in the kernel when
- * user space reads them (every --cleanup-interval); user space never walks
- * the maps itself. Deleting the current element is safe for hash maps. */
+/* Expiry of stale state, run every --cleanup-interval, driven by user space
+ * (user space never walks the maps itself). Two ways to walk the maps, with
+ * the same per-entry logic:
+ *  - map-element iterators (iter/bpf_map_elem, 5.8+), run by reading them;
+ *  - where the kernel refuses those (some security policies do), a tc
+ *    program that user space runs with BPF_PROG_TEST_RUN and that walks the
+ *    maps with bpf_for_each_map_elem (5.13+).
+ * Deleting the current element is safe in both walks on hash maps. */
 #ifndef RTTSCOPE_CLEANUP_H
 #define RTTSCOPE_CLEANUP_H
 
@@ -38,20 +43,20 @@ static __always_inline void send_timeout_event(struct network_tuple *key,
 	c->flow_events++;
 }
 
-SEC("iter/bpf_map_elem")
-int rttscope_cleanup_flows(struct bpf_iter__bpf_map_elem *ctx)
+/* Removes a flow idle past its timeout, reporting its closing and summary. */
+static __always_inline void expire_flow(const struct network_tuple *kp,
+					struct flow_state *fs, __u64 now)
 {
-	struct network_tuple *kp = ctx->key, key;
-	struct flow_state *fs = ctx->value;
 	struct counters *c = get_counters();
-	__u64 now = cleanup_now(), timeout;
+	struct network_tuple key;
+	__u64 timeout;
 
-	if (!kp || !fs || !c)
-		return 0;
+	if (!c)
+		return;
 	timeout = kp->proto == IPPROTO_TCP ? cfg_tcp_flow_timeout_ns :
 					     cfg_other_flow_timeout_ns;
 	if (now <= fs->last_seen || now - fs->last_seen <= timeout)
-		return 0;
+		return;
 
 	key = *kp;
 	if (!fs->closing_sent && !cfg_aggregate)
@@ -61,10 +66,59 @@ int rttscope_cleanup_flows(struct bpf_iter__bpf_map_elem *ctx)
 		c->flows_timed_out++;
 		c->flows_deleted++;
 	}
+}
+
+/* Removes a timestamp that was never answered within the timeout. */
+static __always_inline void expire_ts(const struct packet_id *kp, __u64 sent,
+				      __u64 now)
+{
+	struct counters *c = get_counters();
+	struct network_tuple fkey;
+	struct flow_state *fs;
+	struct packet_id pid;
+	__u32 side;
+
+	if (!c || now <= sent || now - sent <= cfg_ts_timeout_ns)
+		return;
+
+	pid = *kp;
+	if (bpf_map_delete_elem(&ts_map, &pid) != 0)
+		return;
+	c->ts_expired++;
+	c->ts_deleted++;
+
+	/* Keep the flow's outstanding count honest so matching can skip the
+	 * map lookup for flows with nothing outstanding. */
+	side = canonical_tuple(&pid.flow, &fkey) & SIDE_MASK;
+	fs = bpf_map_lookup_elem(&flow_map, &fkey);
+	if (fs && fs->dir[side].outstanding)
+		__sync_fetch_and_add(&fs->dir[side].outstanding, -1);
+}
+
+SEC("iter/bpf_map_elem")
+int rttscope_cleanup_flows(struct bpf_iter__bpf_map_elem *ctx)
+{
+	struct network_tuple *kp = ctx->key;
+	struct flow_state *fs = ctx->value;
+
+	if (kp && fs)
+		expire_flow(kp, fs, cleanup_now());
 	return 0;
 }
 
-/* Periodic per-flow summaries (--flow-summary-interval). */
+SEC("iter/bpf_map_elem")
+int rttscope_cleanup_timestamps(struct bpf_iter__bpf_map_elem *ctx)
+{
+	struct packet_id *kp = ctx->key;
+	__u64 *ts = ctx->value;
+
+	if (kp && ts)
+		expire_ts(kp, *ts, cleanup_now());
+	return 0;
+}
+
+/* Periodic per-flow summaries (--flow-summary-interval). Without iterators
+ * user space reads flow_map and summary_map itself instead. */
 SEC("iter/bpf_map_elem")
 int rttscope_flow_summaries(struct bpf_iter__bpf_map_elem *ctx)
 {
@@ -81,35 +135,30 @@ int rttscope_flow_summaries(struct bpf_iter__bpf_map_elem *ctx)
 	return 0;
 }
 
-SEC("iter/bpf_map_elem")
-int rttscope_cleanup_timestamps(struct bpf_iter__bpf_map_elem *ctx)
+static long expire_flow_cb(void *map, struct network_tuple *key,
+			   struct flow_state *fs, __u64 *now)
 {
-	struct packet_id *kp = ctx->key, pid;
-	struct network_tuple fkey;
-	struct flow_state *fs;
-	__u64 *ts = ctx->value;
-	struct counters *c = get_counters();
-	__u64 now = cleanup_now();
-	__u32 side;
-
-	if (!kp || !ts || !c)
-		return 0;
-	if (now <= *ts || now - *ts <= cfg_ts_timeout_ns)
-		return 0;
-
-	pid = *kp;
-	if (bpf_map_delete_elem(&ts_map, &pid) != 0)
-		return 0;
-	c->ts_expired++;
-	c->ts_deleted++;
-
-	/* Keep the flow's outstanding count honest so matching can skip the
-	 * map lookup for flows with nothing outstanding. */
-	side = canonical_tuple(&pid.flow, &fkey) & SIDE_MASK;
-	fs = bpf_map_lookup_elem(&flow_map, &fkey);
-	if (fs && fs->dir[side].outstanding)
-		__sync_fetch_and_add(&fs->dir[side].outstanding, -1);
+	expire_flow(key, fs, *now);
 	return 0;
+}
+
+static long expire_ts_cb(void *map, struct packet_id *key, __u64 *sent,
+			 __u64 *now)
+{
+	expire_ts(key, *sent, *now);
+	return 0;
+}
+
+/* The iterator-free expiry: one run walks both maps. The packet handed in by
+ * BPF_PROG_TEST_RUN is ignored. */
+SEC("tc")
+int rttscope_cleanup_run(struct __sk_buff *skb)
+{
+	__u64 now = cleanup_now();
+
+	bpf_for_each_map_elem(&flow_map, expire_flow_cb, &now, 0);
+	bpf_for_each_map_elem(&ts_map, expire_ts_cb, &now, 0);
+	return TC_NEXT;
 }
 
 #endif /* RTTSCOPE_CLEANUP_H */

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* rttscope: passive per-flow RTT. The tc/TCX and XDP programs timestamp
  * packets carrying a new identifier (TCP TSval, ICMP echo sequence) and match
- * replies that echo it (TCP TSecr, echo reply sequence). The iterator
- * programs expire stale flows and timestamps, driven by user space. */
+ * replies that echo it (TCP TSecr, echo reply sequence). The cleanup
+ * programs (cleanup.h) expire stale flows and timestamps, driven by user
+ * space. User space loads every program except the tc ones as optional: a
+ * kernel that refuses one gets a fallback, not a refusal to run. */
 #include "common.h"
 #include "config.h"
 #include "maps.h"

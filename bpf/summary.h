@@ -113,6 +113,7 @@ static __always_inline void summary_add(const struct network_tuple *key,
 	if (rtt > d->max)
 		d->max = rtt;
 	bin = hist_bin(rtt) >> FS_SHIFT;
+	barrier_var(bin); /* keep the bound check for older verifiers */
 	if (bin < FS_BINS && d->hist[bin] != 0xffff)
 		d->hist[bin]++;
 }
@@ -169,21 +170,25 @@ __noinline int summary_emit(struct network_tuple *key, struct flow_state *fs,
 {
 	struct flow_summary_event *e;
 	struct flow_summary *s;
+	struct network_tuple k;
 
 	if (!key || !fs || !cfg_flow_summary)
 		return 0;
-	s = bpf_map_lookup_elem(&summary_map, key);
+	/* A stack copy: 6.1's verifier refuses a map key of type mem (the
+	 * argument of a global function). */
+	k = *key;
+	s = bpf_map_lookup_elem(&summary_map, &k);
 	if (!s)
 		return 0;
 	e = bpf_ringbuf_reserve(&summaries, sizeof(*e), 0);
 	if (e) {
-		summary_fill(e, key, fs, s, now, reason);
+		summary_fill(e, &k, fs, s, now, reason);
 		bpf_ringbuf_submit(e, 0);
 		count(summaries_sent);
 	} else {
 		count(summary_ringbuf_full);
 	}
-	bpf_map_delete_elem(&summary_map, key);
+	bpf_map_delete_elem(&summary_map, &k);
 	return 0;
 }
 

@@ -95,6 +95,19 @@ type RttscopeFlowState struct {
 	Reserved    [6]uint8
 }
 
+type RttscopeFlowSummary struct {
+	_     structs.HostLayout
+	Start uint64
+	Dir   [2]struct {
+		_        structs.HostLayout
+		Count    uint64
+		Sum      uint64
+		Max      uint64
+		Hist     [217]uint16
+		Reserved [3]uint16
+	}
+}
+
 type RttscopePacketId struct {
 	_    structs.HostLayout
 	Flow struct {
@@ -150,6 +163,7 @@ const (
 	RttscopeMapTsMap                      = "ts_map"
 	RttscopeMapTsRing                     = "ts_ring"
 	RttscopeProgRttscopeCleanupFlows      = "rttscope_cleanup_flows"
+	RttscopeProgRttscopeCleanupRun        = "rttscope_cleanup_run"
 	RttscopeProgRttscopeCleanupTimestamps = "rttscope_cleanup_timestamps"
 	RttscopeProgRttscopeFlowSummaries     = "rttscope_flow_summaries"
 	RttscopeProgRttscopeTcEgress          = "rttscope_tc_egress"
@@ -221,6 +235,7 @@ type RttscopeSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type RttscopeProgramSpecs struct {
 	RttscopeCleanupFlows      *ebpf.ProgramSpec `ebpf:"rttscope_cleanup_flows"`
+	RttscopeCleanupRun        *ebpf.ProgramSpec `ebpf:"rttscope_cleanup_run"`
 	RttscopeCleanupTimestamps *ebpf.ProgramSpec `ebpf:"rttscope_cleanup_timestamps"`
 	RttscopeFlowSummaries     *ebpf.ProgramSpec `ebpf:"rttscope_flow_summaries"`
 	RttscopeTcEgress          *ebpf.ProgramSpec `ebpf:"rttscope_tc_egress"`
@@ -363,6 +378,7 @@ type RttscopeVariables struct {
 // It can be passed to LoadRttscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RttscopePrograms struct {
 	RttscopeCleanupFlows      *ebpf.Program `ebpf:"rttscope_cleanup_flows"`
+	RttscopeCleanupRun        *ebpf.Program `ebpf:"rttscope_cleanup_run"`
 	RttscopeCleanupTimestamps *ebpf.Program `ebpf:"rttscope_cleanup_timestamps"`
 	RttscopeFlowSummaries     *ebpf.Program `ebpf:"rttscope_flow_summaries"`
 	RttscopeTcEgress          *ebpf.Program `ebpf:"rttscope_tc_egress"`
@@ -375,6 +391,7 @@ type RttscopePrograms struct {
 func (p *RttscopePrograms) Close() error {
 	return _RttscopeClose(
 		p.RttscopeCleanupFlows,
+		p.RttscopeCleanupRun,
 		p.RttscopeCleanupTimestamps,
 		p.RttscopeFlowSummaries,
 		p.RttscopeTcEgress,
