@@ -23,6 +23,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
 )
@@ -153,7 +154,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("bench needs root (BPF programs, BPF_PROG_TEST_RUN, network namespaces): run with sudo")
 	}
-	if err := loader.CheckKernel(); err != nil {
+	if err := kernel.CheckRequired(); err != nil {
 		return nil, err
 	}
 	start := time.Now()

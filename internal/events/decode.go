@@ -81,6 +81,9 @@ func (d *Decoder) Decode(raw []byte, rtt *RTT, flow *FlowEvent) (Kind, error) {
 
 // decodeTuple reads a struct network_tuple: two (16-byte address, be16
 // port, u16 pad) endpoints, u16 protocol, u8 family, u8 pad.
+// DecodeTuple fills f from a struct network_tuple (44 bytes).
+func DecodeTuple(b []byte, f *Flow) { decodeTuple(b, f) }
+
 func decodeTuple(b []byte, f *Flow) {
 	f.Src = decodeEndpoint(b[0:20])
 	f.Dst = decodeEndpoint(b[20:40])

@@ -59,17 +59,21 @@ func (d *Decoder) DecodeFlowSummary(raw []byte, s *FlowSummary) error {
 
 func decodeDirSummary(b []byte, d *FlowDirSummary) {
 	var h [hist.CoarseBins]uint16
-	d.Packets = le.Uint64(b[0:])
-	d.Bytes = le.Uint64(b[8:])
-	d.Count = le.Uint64(b[16:])
-	sum := le.Uint64(b[24:])
-	min, max := le.Uint64(b[32:]), le.Uint64(b[40:])
+	for i := range h {
+		h[i] = le.Uint16(b[48+2*i:])
+	}
+	d.Set(le.Uint64(b[0:]), le.Uint64(b[8:]), le.Uint64(b[16:]), le.Uint64(b[24:]),
+		le.Uint64(b[32:]), le.Uint64(b[40:]), h[:])
+}
+
+// Set fills d from the kernel's raw per-direction summary: packets and
+// bytes sent, RTT sample count, sum, min and max (ns), and the coarse
+// histogram (hist.CoarseBins counts).
+func (d *FlowDirSummary) Set(pkts, bytes, count, sum, min, max uint64, h []uint16) {
+	d.Packets, d.Bytes, d.Count = pkts, bytes, count
 	d.Min, d.Mean, d.Max, d.P50, d.P99 = 0, 0, 0, 0, 0
 	if d.Count == 0 {
 		return
-	}
-	for i := range h {
-		h[i] = le.Uint16(b[48+2*i:])
 	}
 	d.Min, d.Max = time.Duration(min), time.Duration(max)
 	d.Mean = time.Duration(sum / d.Count)

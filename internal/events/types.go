@@ -158,6 +158,10 @@ type Stats struct {
 	// AggregatedSamples counts RTT samples added to per-prefix histograms;
 	// PrefixMapFull counts updates lost because the prefix map was full.
 	AggregatedSamples, PrefixMapFull uint64
+	// Variant names the variant of each optional part in use, as
+	// "cleanup=iterator summaries=map-walk" (loader.Variant); empty in
+	// records that do not carry it.
+	Variant string
 	// Process is the resource use of the rttscope process itself; nil in
 	// records that do not carry it (replay). The record owns it: writers
 	// may not keep it after the call, producers may not change it after.

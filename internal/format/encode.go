@@ -155,6 +155,10 @@ func appendStatsLine(b []byte, s *events.Stats, loc *time.Location) []byte {
 		b = append(b, '=')
 		b = strconv.AppendUint(b, f.get(s), 10)
 	}
+	if s.Variant != "" {
+		b = append(b, ' ')
+		b = append(b, s.Variant...)
+	}
 	if p := s.Process; p != nil {
 		b = append(b, " cpu_user="...)
 		b = appendMicros(b, p.CPUUser)
@@ -356,6 +360,10 @@ func appendStatsJSON(b []byte, s *events.Stats) []byte {
 		f := &statsFields[i]
 		b = append(b, ',')
 		b = appendUint(b, f.name, f.get(s))
+	}
+	if s.Variant != "" {
+		b = append(b, ',')
+		b = appendStr(b, "variant", s.Variant)
 	}
 	if p := s.Process; p != nil {
 		b = append(b, ',')

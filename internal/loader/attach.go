@@ -9,6 +9,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rttscope/rttscope/internal/kernel"
 )
 
 // Hook choices for the command line.
@@ -86,6 +88,9 @@ func (o *Objects) Attach(ifc Interface, opts AttachOptions) (_ *Attachment, err 
 	case IngressTC, "":
 		err = a.attachTC(o.RttscopeTcIngress, ebpf.AttachTCXIngress, opts.TCMode)
 	case IngressXDP:
+		if o.RttscopeXdpIngress == nil {
+			return nil, fmt.Errorf("%s: this kernel does not allow the XDP ingress program (see `rttscope doctor`): use --ingress-hook tc", ifc.Name)
+		}
 		err = a.attachXDP(o.RttscopeXdpIngress, opts.XDPMode)
 	default:
 		err = fmt.Errorf("unknown ingress hook %q (want tc or xdp)", opts.IngressHook)
@@ -109,6 +114,14 @@ func (a *Attachment) attachTC(prog *ebpf.Program, dir ebpf.AttachType, mode stri
 	}
 	if mode != TCModeAuto && mode != TCModeTCX && mode != TCModeClsact {
 		return fmt.Errorf("unknown tc mode %q (want auto, tcx or clsact)", mode)
+	}
+	if mode == TCModeAuto && !kernel.Has(kernel.TCX) {
+		mode = TCModeClsact // probed absent (or disabled): no attempt
+	}
+	if mode == TCModeTCX {
+		if r := kernel.Check(kernel.TCX); !r.OK() {
+			return fmt.Errorf("%s: TCX links are %s on this kernel (Linux 6.6+): use --tc-mode clsact (or auto)", a.Iface.Name, r.Status)
+		}
 	}
 	if mode != TCModeClsact {
 		l, err := link.AttachTCX(link.TCXOptions{Interface: a.Iface.Index, Program: prog, Attach: dir})

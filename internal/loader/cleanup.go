@@ -4,38 +4,92 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/rttscope/rttscope/internal/kernel"
 )
 
-// Cleaner runs the map-element iterator programs that expire idle flows
-// and unanswered timestamps. The walk happens in the kernel; user space
-// only reads the (empty) iterator output to trigger it.
+// Cleaner expires idle flows and unanswered timestamps. The walk over the
+// maps always happens in the kernel, in one of two ways (Variant.Cleanup):
+// map-element iterators, run by reading their (empty) output, or where the
+// kernel refuses those, a tc program that walks the maps with
+// bpf_for_each_map_elem, run by BPF_PROG_TEST_RUN. Both apply the same
+// per-entry logic (bpf/cleanup.h).
 type Cleaner struct {
 	iters []*link.Iter
+	run   *ebpf.Program
+	frame []byte // the (ignored) packet BPF_PROG_TEST_RUN needs
 }
 
-// NewCleaner attaches the iterators to the flow and timestamp maps.
+// NewCleaner sets up the best cleanup this kernel allows and records it in
+// o.Variant.Cleanup. Without iterators and without bpf_for_each_map_elem it
+// returns a Cleaner that does nothing: state is then only reclaimed when
+// the maps fill (evict.h).
 func (o *Objects) NewCleaner() (*Cleaner, error) {
+	if c := o.iteratorCleaner(); c != nil {
+		o.Variant.Cleanup = CleanupIterator
+		return c, nil
+	}
+	if r := kernel.Check(kernel.ForEachMapElem); !r.OK() {
+		o.Variant.note("bpf_for_each_map_elem %s: no timed expiry, idle state is replaced when the maps fill", r.Status)
+		o.Variant.Cleanup = CleanupNone
+		return &Cleaner{}, nil
+	}
+	if o.RttscopeCleanupRun == nil {
+		o.RttscopeCleanupRun = o.loadOptional("rttscope_cleanup_run", "bpf_for_each_map_elem",
+			"no timed expiry (idle state is replaced when the maps fill)")
+	}
+	if o.RttscopeCleanupRun == nil {
+		o.Variant.Cleanup = CleanupNone
+		return &Cleaner{}, nil
+	}
+	o.Variant.Cleanup = CleanupProgRun
+	return &Cleaner{run: o.RttscopeCleanupRun, frame: make([]byte, 64)}, nil
+}
+
+// iteratorCleaner loads and attaches the cleanup iterators, or returns nil
+// (with a note) when this kernel does not allow them.
+func (o *Objects) iteratorCleaner() *Cleaner {
+	if r := kernel.Check(kernel.MapElemIter); !r.OK() {
+		o.Variant.note("map-element iterators %s: cleanup runs a tc program with bpf_for_each_map_elem instead", r.Status)
+		return nil
+	}
+	const instead = "a tc program with bpf_for_each_map_elem for cleanup"
+	if o.RttscopeCleanupFlows == nil {
+		o.RttscopeCleanupFlows = o.loadOptional("rttscope_cleanup_flows", "map-element iterator", instead)
+	}
+	if o.RttscopeCleanupTimestamps == nil {
+		o.RttscopeCleanupTimestamps = o.loadOptional("rttscope_cleanup_timestamps", "map-element iterator", instead)
+	}
+	if o.RttscopeCleanupFlows == nil || o.RttscopeCleanupTimestamps == nil {
+		return nil
+	}
 	c := &Cleaner{}
-	for _, it := range []struct {
-		name string
-		opts link.IterOptions
-	}{
-		{"flows", link.IterOptions{Program: o.RttscopeCleanupFlows, Map: o.FlowMap}},
-		{"timestamps", link.IterOptions{Program: o.RttscopeCleanupTimestamps, Map: o.TsMap}},
+	for _, it := range []link.IterOptions{
+		{Program: o.RttscopeCleanupFlows, Map: o.FlowMap},
+		{Program: o.RttscopeCleanupTimestamps, Map: o.TsMap},
 	} {
-		l, err := link.AttachIter(it.opts)
+		l, err := link.AttachIter(it)
 		if err != nil {
 			c.Close()
-			return nil, fmt.Errorf("attach %s cleanup iterator: %w", it.name, err)
+			o.Variant.note("the kernel refused to attach the cleanup iterator %s: %s; using %s",
+				it.Program, oneLine(kernel.Explain(err)), instead)
+			return nil
 		}
 		c.iters = append(c.iters, l)
 	}
-	return c, nil
+	return c
 }
 
 // Run walks both maps once.
 func (c *Cleaner) Run() error {
+	if c.run != nil {
+		if _, err := c.run.Run(&ebpf.RunOptions{Data: c.frame}); err != nil {
+			return fmt.Errorf("run cleanup program: %w", err)
+		}
+		return nil
+	}
 	for _, it := range c.iters {
 		rd, err := it.Open()
 		if err != nil {
@@ -50,7 +104,7 @@ func (c *Cleaner) Run() error {
 	return nil
 }
 
-// Close detaches the iterators.
+// Close detaches the iterators. The programs belong to the Objects.
 func (c *Cleaner) Close() error {
 	for _, it := range c.iters {
 		it.Close()

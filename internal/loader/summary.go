@@ -6,26 +6,33 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/kernel"
+	"github.com/rttscope/rttscope/internal/probe"
 )
 
 // Summaries delivers per-flow summaries (Config.FlowSummary): those of
 // flows that ended, from their ring buffer, and on demand those of every
-// live flow, from an iterator over the flow map that writes them to its
-// output stream (so none is lost however many flows there are).
+// live flow. Snapshots come from an iterator over the flow map that writes
+// them to its output stream (none lost however many flows there are), or,
+// where the kernel refuses iterators, from user space reading the flow and
+// summary maps (Variant.Summaries).
 type Summaries struct {
+	objs *Objects
 	rd   *ringbuf.Reader
-	iter *link.Iter
+	iter *link.Iter // nil: map walk
 	dec  events.Decoder
 	rec  ringbuf.Record
 	s    events.FlowSummary
 	buf  []byte
 }
 
-// NewSummaries opens the ring buffer and attaches the iterator. clockOffset
+// NewSummaries opens the ring buffer and sets up snapshots. clockOffset
 // maps kernel times to Unix ns (0 in replay).
 func (o *Objects) NewSummaries(clockOffset int64) (*Summaries, error) {
 	if !o.Config.FlowSummary {
@@ -35,14 +42,34 @@ func (o *Objects) NewSummaries(clockOffset int64) (*Summaries, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open summary ring buffer: %w", err)
 	}
+	s := &Summaries{objs: o, rd: rd, buf: make([]byte, events.FlowSummarySize)}
+	s.dec.ClockOffset = clockOffset
+	s.iter = o.summaryIterator()
+	o.Variant.Summaries = SummariesMapWalk
+	if s.iter != nil {
+		o.Variant.Summaries = SummariesIterator
+	}
+	return s, nil
+}
+
+func (o *Objects) summaryIterator() *link.Iter {
+	const instead = "user-space reads of the flow and summary maps for snapshots"
+	if r := kernel.Check(kernel.MapElemIter); !r.OK() {
+		o.Variant.note("map-element iterators %s: flow-summary snapshots are read by user space", r.Status)
+		return nil
+	}
+	if o.RttscopeFlowSummaries == nil {
+		o.RttscopeFlowSummaries = o.loadOptional("rttscope_flow_summaries", "map-element iterator", instead)
+	}
+	if o.RttscopeFlowSummaries == nil {
+		return nil
+	}
 	it, err := link.AttachIter(link.IterOptions{Program: o.RttscopeFlowSummaries, Map: o.FlowMap})
 	if err != nil {
-		rd.Close()
-		return nil, fmt.Errorf("attach flow summary iterator: %w", err)
+		o.Variant.note("the kernel refused to attach the flow summary iterator: %s; using %s", oneLine(kernel.Explain(err)), instead)
+		return nil
 	}
-	s := &Summaries{rd: rd, iter: it, buf: make([]byte, events.FlowSummarySize)}
-	s.dec.ClockOffset = clockOffset
-	return s, nil
+	return it
 }
 
 // SetClockOffset changes the kernel-to-Unix time offset.
@@ -67,6 +94,9 @@ func (s *Summaries) Drain(fn func(*events.FlowSummary) error) error {
 
 // Snapshot delivers a summary of every live flow (Reason 0).
 func (s *Summaries) Snapshot(fn func(*events.FlowSummary) error) error {
+	if s.iter == nil {
+		return s.walk(fn)
+	}
 	rd, err := s.iter.Open()
 	if err != nil {
 		return fmt.Errorf("open flow summary iterator: %w", err)
@@ -89,8 +119,76 @@ func (s *Summaries) Snapshot(fn func(*events.FlowSummary) error) error {
 	}
 }
 
+// walk is the snapshot without iterators: what summary_fill (bpf/summary.h)
+// does in the kernel, done here from the two maps. Flows that end during
+// the walk may be missed or reported; their final summary comes through
+// the ring buffer either way.
+func (s *Summaries) walk(fn func(*events.FlowSummary) error) error {
+	now, err := s.objs.kernelNow()
+	if err != nil {
+		return err
+	}
+	key := make([]byte, s.objs.FlowMap.KeySize())
+	var fs probe.RttscopeFlowState
+	var sum probe.RttscopeFlowSummary
+	it := s.objs.FlowMap.Iterate()
+	for it.Next(&key, &fs) {
+		if err := s.objs.SummaryMap.Lookup(key, &sum); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue // no room for its summary, or the flow just ended
+			}
+			return fmt.Errorf("read summary map: %w", err)
+		}
+		fillSummary(&s.s, key, &fs, &sum, now, s.dec.ClockOffset)
+		if err := fn(&s.s); err != nil {
+			return err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read flow map: %w", err)
+	}
+	return nil
+}
+
+// fillSummary builds a periodic summary (Reason 0) as the kernel's
+// summary_fill does: in the opener's direction, Src for the opener's side.
+func fillSummary(out *events.FlowSummary, key []byte, fs *probe.RttscopeFlowState,
+	sum *probe.RttscopeFlowSummary, now uint64, clockOffset int64) {
+	events.DecodeTuple(key, &out.Flow)
+	if fs.Opener != 0 {
+		out.Flow = out.Flow.Reverse()
+	}
+	out.Reason = 0
+	out.Time = int64(now) + clockOffset
+	out.Start = int64(sum.Start) + clockOffset
+	for i, d := range []*events.FlowDirSummary{&out.Src, &out.Dst} {
+		side := (i ^ int(fs.Opener)) & 1
+		f, m := &fs.Dir[side], &sum.Dir[side]
+		d.Set(f.SentPkts, f.SentBytes, m.Count, m.Sum, f.MinRtt, m.Max, m.Hist[:])
+	}
+}
+
+// kernelNow is the kernel's "now" as the cleanup and summary programs see
+// it: the newest packet's capture time in replay, CLOCK_MONOTONIC live.
+func (o *Objects) kernelNow() (uint64, error) {
+	if o.Config.Replay {
+		var now uint64
+		if err := o.ReplayNow.Get(&now); err != nil {
+			return 0, fmt.Errorf("read replay clock: %w", err)
+		}
+		return now, nil
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0, fmt.Errorf("read monotonic clock: %w", err)
+	}
+	return uint64(ts.Nano()), nil
+}
+
 // Close releases the reader and the iterator.
 func (s *Summaries) Close() error {
-	s.iter.Close()
+	if s.iter != nil {
+		s.iter.Close()
+	}
 	return s.rd.Close()
 }

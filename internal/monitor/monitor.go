@@ -18,6 +18,7 @@ import (
 
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/format"
+	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/nsrun"
 	"github.com/rttscope/rttscope/internal/telemetry"
@@ -61,7 +62,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if opts.Log == nil {
 		opts.Log = os.Stderr
 	}
-	if err := loader.CheckKernel(); err != nil {
+	if err := kernel.CheckRequired(); err != nil {
 		return err
 	}
 
@@ -97,6 +98,25 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	defer cleaner.Close()
 
+	var agg *aggregation
+	if cfg.Aggregate || cfg.FlowSummary {
+		sw, ok := opts.Output.(format.SummaryWriter)
+		if !ok {
+			return errors.New("the output writer cannot write aggregated records or flow summaries")
+		}
+		agg = &aggregation{out: sw, start: time.Now().UnixNano()}
+	}
+	if cfg.Aggregate {
+		agg.a = objs.NewAggregator(true)
+	}
+	if cfg.FlowSummary {
+		s, serr := objs.NewSummaries(clockOffset())
+		if serr != nil {
+			return serr
+		}
+		defer s.Close()
+		agg.sums = s
+	}
 	// Accounting goes on before the hooks, so it sees the first packet,
 	// and off (the deferred Close) after they are gone.
 	if opts.BPFStats {
@@ -114,6 +134,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 	for _, a := range atts.list() {
 		fmt.Fprintf(opts.Log, "rttscope: watching %s (%v)\n", a.Iface.Name, a.Modes)
 	}
+	for _, n := range objs.Variant.Notes {
+		fmt.Fprintf(opts.Log, "rttscope: fallback: %s\n", n)
+	}
+	fmt.Fprintf(opts.Log, "rttscope: variant %s\n", objs.Variant)
 	if ms, err := objs.MemoryUsage(); err == nil {
 		fmt.Fprintf(opts.Log, "rttscope: %s\n", loader.MemorySummary(ms))
 	}
@@ -144,25 +168,6 @@ func Run(ctx context.Context, opts Options) (err error) {
 		readErr <- r.loop()
 	}()
 
-	var agg *aggregation
-	if cfg.Aggregate || cfg.FlowSummary {
-		sw, ok := opts.Output.(format.SummaryWriter)
-		if !ok {
-			return errors.New("the output writer cannot write aggregated records or flow summaries")
-		}
-		agg = &aggregation{out: sw, start: time.Now().UnixNano()}
-	}
-	if cfg.Aggregate {
-		agg.a = objs.NewAggregator(true)
-	}
-	if cfg.FlowSummary {
-		s, serr := objs.NewSummaries(r.dec.ClockOffset)
-		if serr != nil {
-			return serr
-		}
-		defer s.Close()
-		agg.sums = s
-	}
 	err = housekeeping(runCtx, opts, st, cleaner, r, gone, readErr, agg)
 
 	// Detach first so nothing new arrives, then drain what is left.
@@ -297,6 +302,7 @@ func (w *statsWriter) write() error {
 		fmt.Fprintf(w.log, "rttscope: warning: self-telemetry incomplete: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	s.Time = time.Now().UnixNano()
+	s.Variant = w.objs.Variant.String()
 	return w.out.WriteStats(&s)
 }
 

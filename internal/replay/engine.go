@@ -59,6 +59,7 @@ func NewEngine(cfg loader.Config, sink Sink) (*Engine, error) {
 	}
 	e.skbSize, e.tsOff = size, off
 	e.run = e.newRunner()
+	objs.Variant.Replay = e.runnerVariant()
 	return e, nil
 }
 

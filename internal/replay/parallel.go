@@ -132,7 +132,7 @@ func newParallel(eng *Engine, name string, n int) *parallel {
 	}
 	for i := range n {
 		w := &worker{p: p, runner: eng.newRunner()}
-		if _, ok := w.runner.(*xdpRunner); ok {
+		if _, ok := w.runner.(*xdpRunner); ok && eng.objs.RttscopeXdpReplayBatch != nil {
 			w.batch = newBatchRunner(eng.objs.RttscopeXdpReplayBatch)
 		}
 		if i > 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/rttscope/rttscope/internal/capture"
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/format"
+	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/loader"
 )
 
@@ -160,7 +161,7 @@ func Open(opts Options) (*Replay, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := loader.CheckKernel(); err != nil {
+	if err := kernel.CheckRequired(); err != nil {
 		rd.Close()
 		return nil, err
 	}
@@ -266,6 +267,7 @@ func writeStats(eng *Engine, out format.Writer, t int64) error {
 		return err
 	}
 	s.Time = t
+	s.Variant = eng.objs.Variant.String()
 	return out.WriteStats(&s)
 }
 

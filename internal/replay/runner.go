@@ -5,7 +5,8 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
+
+	"github.com/rttscope/rttscope/internal/kernel"
 )
 
 // packetRunner hands one captured frame to the programs, with its capture
@@ -21,10 +22,24 @@ type packetRunner interface {
 // replay program (capture time and direction in the XDP metadata area),
 // else the tc programs (capture time in __sk_buff.tstamp).
 func (e *Engine) newRunner() packetRunner {
+	if e.objs.RttscopeXdpReplay == nil {
+		return e.newTCRunner()
+	}
 	if max := maxXDPReplayData(); max > replayMetaSize+14 {
 		return newXDPRunner(e.objs.RttscopeXdpReplay, max)
 	}
 	return e.newTCRunner()
+}
+
+// runnerVariant names the runner newRunner picks, for Variant.Replay.
+func (e *Engine) runnerVariant() string {
+	if _, ok := e.run.(*xdpRunner); !ok {
+		return "tc"
+	}
+	if e.objs.RttscopeXdpReplayBatch != nil {
+		return "xdp-batch"
+	}
+	return "xdp"
 }
 
 // newTCRunner runs the tc programs themselves, as attached live. The BPF
@@ -59,8 +74,8 @@ func (r *tcRunner) maxFrame() int { return r.egress.maxData }
 
 // Layout of struct replay_meta (bpf/rttscope.c) and struct xdp_md.
 const (
-	replayMetaSize = 16 // u64 tstamp, u32 egress, u32 reserved
-	xdpMdSize      = 24 // data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex
+	replayMetaSize = kernel.XDPReplayMetaSize // u64 tstamp, u32 egress, u32 reserved
+	xdpMdSize      = 24                       // data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex
 )
 
 // xdpRunner runs rttscope_xdp_replay. BPF_PROG_TEST_RUN takes the metadata
@@ -103,27 +118,20 @@ var xdpReplayData struct {
 
 // maxXDPReplayData returns the largest input (metadata + frame) that
 // BPF_PROG_TEST_RUN of an XDP program takes here, or 0 when XDP test runs
-// with metadata do not work on this kernel. It probes with a throwaway
-// program so that the replay programs' counters stay untouched.
+// with metadata do not work on this kernel (or are disabled, see package
+// kernel). It probes with a throwaway program so that the replay programs'
+// counters stay untouched.
 func maxXDPReplayData() int {
 	xdpReplayData.once.Do(func() {
-		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-			Type:         ebpf.XDP,
-			License:      "GPL",
-			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}, // XDP_PASS
-		})
+		if !kernel.Has(kernel.XDPTestRunMeta) {
+			return
+		}
+		prog, err := kernel.XDPPass()
 		if err != nil {
 			return
 		}
 		defer prog.Close()
-		tr := &testRunner{prog: prog, ctx: make([]byte, xdpMdSize), maxData: 1 << 20}
-		binary.LittleEndian.PutUint32(tr.ctx[0:], replayMetaSize)
-		ok := func(n int) bool {
-			b := make([]byte, n)
-			binary.BigEndian.PutUint16(b[replayMetaSize+12:], 0x88b5) // local experimental EtherType
-			binary.LittleEndian.PutUint32(tr.ctx[4:], uint32(n))
-			return tr.run(b) == nil
-		}
+		ok := func(n int) bool { return kernel.RunXDPWithMeta(prog, n) == nil }
 		lo, hi := replayMetaSize+64, 1<<16 // lo must be accepted, hi is not wanted
 		if !ok(lo) {
 			return
