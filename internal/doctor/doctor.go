@@ -105,7 +105,7 @@ func (r *Report) Write(w io.Writer) error {
 	fmt.Fprintln(w)
 	writeTrial(w, "monitor", r.Live, r.LiveErr)
 	if r.LiveErr == nil {
-		hook := "tc (XDP refused: --ingress-hook xdp unavailable)"
+		hook := "tc only (XDP unavailable, see above: --ingress-hook xdp is refused)"
 		if r.XDPIngress {
 			hook = "tc or xdp"
 		}

@@ -113,25 +113,28 @@ var (
 	cache = map[ID]Result{}
 )
 
-// Check probes one feature (once per process) and returns the result.
+// Check returns what this kernel offers of one feature. The probe runs
+// once per process; RTTSCOPE_DISABLE is read on every call, so tests can
+// change it between loads.
 func Check(id ID) Result {
-	mu.Lock()
-	defer mu.Unlock()
-	if r, ok := cache[id]; ok {
-		return r
-	}
 	i := slices.IndexFunc(table, func(f Feature) bool { return f.ID == id })
 	if i < 0 {
 		panic(fmt.Sprintf("kernel: unknown feature %q", id))
 	}
 	f := table[i]
-	r := Result{Feature: f}
 	if !f.Required && disabled(id) {
-		r.Status, r.Err = Disabled, fmt.Errorf("disabled by %s", DisableEnv)
-	} else if err := f.probe(); err != nil {
-		r.Status, r.Err = classify(err), err
+		return Result{Feature: f, Status: Disabled, Err: fmt.Errorf("disabled by %s", DisableEnv)}
 	}
-	cache[id] = r
+	mu.Lock()
+	defer mu.Unlock()
+	r, ok := cache[id]
+	if !ok {
+		r = Result{Feature: f}
+		if err := f.probe(); err != nil {
+			r.Status, r.Err = classify(err), err
+		}
+		cache[id] = r
+	}
 	return r
 }
 

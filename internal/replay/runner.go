@@ -122,10 +122,10 @@ var xdpReplayData struct {
 // kernel). It probes with a throwaway program so that the replay programs'
 // counters stay untouched.
 func maxXDPReplayData() int {
+	if !kernel.Has(kernel.XDPTestRunMeta) {
+		return 0
+	}
 	xdpReplayData.once.Do(func() {
-		if !kernel.Has(kernel.XDPTestRunMeta) {
-			return
-		}
 		prog, err := kernel.XDPPass()
 		if err != nil {
 			return

@@ -219,13 +219,16 @@ func flowOrder(x, y events.FlowEvent) int {
 // TestFlowTimeout: a flow idle for more than its timeout (TCP or other) is
 // closed by Expire with "flow timeout" at the time of the newest packet,
 // once; a flow idle for exactly the timeout is kept.
-func TestFlowTimeout(t *testing.T) {
+func TestFlowTimeout(t *testing.T) { forEachVariant(t, cleanupVariants, testFlowTimeout) }
+
+func testFlowTimeout(t *testing.T, check func(*harness)) {
 	sec := time.Second.Nanoseconds()
 	cfg := testConfig()
 	cfg.TCPFlowTimeout = 2 * time.Second
 	cfg.OtherFlowTimeout = 1 * time.Second
 	cfg.TrackICMP = true
 	h := newHarness(t, cfg)
+	check(h)
 	x1, x2 := pathV4, pathV4Swapped // opened by the first / second half of the key
 	x3 := path{a: ep("10.0.0.1", 1001), b: ep("10.0.0.2", 80)}
 	h.run([]step{
@@ -287,11 +290,14 @@ func TestFlowTimeout(t *testing.T) {
 // TestTimestampTimeout: an unanswered timestamp is removed by Expire once
 // older than TimestampTimeout, and its late reply gives nothing; the flow
 // keeps measuring.
-func TestTimestampTimeout(t *testing.T) {
+func TestTimestampTimeout(t *testing.T) { forEachVariant(t, cleanupVariants, testTimestampTimeout) }
+
+func testTimestampTimeout(t *testing.T, check func(*harness)) {
 	sec := time.Second.Nanoseconds()
 	cfg := testConfig()
 	cfg.TimestampTimeout = time.Second
 	h := newHarness(t, cfg)
+	check(h)
 	p := pathV6
 	h.feed(p.data(true, 10, 0, 10), t0, true)
 	h.feed(p.data(false, 50, 0, 10), t0+ms, false) // b's, answered below
