@@ -47,15 +47,17 @@ static __always_inline void send_timeout_event(struct network_tuple *key,
 static __always_inline void expire_flow(const struct network_tuple *kp,
 					struct flow_state *fs, __u64 now)
 {
-	struct counters *c = get_counters();
 	struct network_tuple key;
+	struct counters *c;
 	__u64 timeout;
 
-	if (!c)
-		return;
+	/* Most entries are not due: decide that before anything else. */
 	timeout = kp->proto == IPPROTO_TCP ? cfg_tcp_flow_timeout_ns :
 					     cfg_other_flow_timeout_ns;
 	if (now <= fs->last_seen || now - fs->last_seen <= timeout)
+		return;
+	c = get_counters();
+	if (!c)
 		return;
 
 	key = *kp;
@@ -72,13 +74,16 @@ static __always_inline void expire_flow(const struct network_tuple *kp,
 static __always_inline void expire_ts(const struct packet_id *kp, __u64 sent,
 				      __u64 now)
 {
-	struct counters *c = get_counters();
 	struct network_tuple fkey;
 	struct flow_state *fs;
 	struct packet_id pid;
+	struct counters *c;
 	__u32 side;
 
-	if (!c || now <= sent || now - sent <= cfg_ts_timeout_ns)
+	if (now <= sent || now - sent <= cfg_ts_timeout_ns)
+		return;
+	c = get_counters();
+	if (!c)
 		return;
 
 	pid = *kp;

@@ -1,12 +1,19 @@
 package loader
 
 import (
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/rttscope/rttscope/internal/kernel"
 )
 
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: needs root to load BPF programs")
@@ -43,7 +50,96 @@ func TestLoadPassesVerifier(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs.Close()
+			defer objs.Close()
+			checkOptionalPrograms(t, objs)
 		})
+	}
+}
+
+// programFeature names the kernel feature each optional program needs.
+var programFeature = map[string]kernel.ID{
+	"rttscope_xdp_ingress":        kernel.XDP,
+	"rttscope_xdp_replay":         kernel.XDPTestRunMeta,
+	"rttscope_xdp_replay_batch":   kernel.XDPTestRunMeta,
+	"rttscope_cleanup_flows":      kernel.MapElemIter,
+	"rttscope_cleanup_timestamps": kernel.MapElemIter,
+	"rttscope_flow_summaries":     kernel.MapElemIter,
+	"rttscope_cleanup_run":        kernel.ForEachMapElem,
+}
+
+// checkOptionalPrograms loads every optional program whose feature this
+// kernel has: each must pass the verifier with the configuration at hand
+// (a refusal here is what users would see as a fallback they should not
+// need). Programs of absent features are logged.
+func checkOptionalPrograms(t *testing.T, o *Objects) {
+	t.Helper()
+	for name := range o.spec.Programs {
+		if name == "rttscope_tc_egress" || name == "rttscope_tc_ingress" {
+			continue
+		}
+		id, ok := programFeature[name]
+		if !ok {
+			t.Errorf("program %s has no entry in programFeature", name)
+			continue
+		}
+		if r := kernel.Check(id); !r.OK() {
+			t.Logf("%s not loaded: %s %s", name, id, r.Status)
+			continue
+		}
+		p, err := o.loadProgram(name)
+		if err != nil {
+			t.Errorf("%s: %s present, but the program does not load: %v", name, id, err)
+			continue
+		}
+		p.Close()
+	}
+}
+
+// The data path's errors name the program and the cause.
+func TestDataPathError(t *testing.T) {
+	err := dataPathError("rttscope_tc_egress", fmt.Errorf("load program: %w", unix.EPERM))
+	for _, want := range []string{"rttscope_tc_egress", "EPERM", "nothing was attached", "rttscope doctor"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+}
+
+// With the optional programs' features disabled, Load still gives a
+// working data path and records every fallback.
+func TestLoadWithFallbacks(t *testing.T) {
+	requireRoot(t)
+	t.Setenv(kernel.DisableEnv, "all")
+	cfg := DefaultConfig()
+	cfg.FlowSummary = true
+	objs, err := Load(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	c, err := objs.NewCleaner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Run(); err != nil {
+		t.Errorf("Run of the no-op cleaner: %v", err)
+	}
+	s, err := objs.NewSummaries(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if objs.RttscopeXdpIngress != nil || objs.RttscopeCleanupFlows != nil || objs.RttscopeFlowSummaries != nil {
+		t.Error("optional programs loaded although their features are disabled")
+	}
+	if got := objs.Variant.String(); got != "cleanup=none summaries=map-walk" {
+		t.Errorf("variant %q", got)
+	}
+	if len(objs.Variant.Notes) < 3 {
+		t.Errorf("notes %q, want one per fallback", objs.Variant.Notes)
+	}
+	if _, err := objs.RttscopeTcEgress.Run(&ebpf.RunOptions{Data: make([]byte, 64)}); err != nil {
+		t.Errorf("data path does not run: %v", err)
 	}
 }

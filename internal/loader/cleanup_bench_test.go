@@ -1,0 +1,79 @@
+package loader
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/rttscope/rttscope/internal/kernel"
+	"github.com/rttscope/rttscope/internal/probe"
+)
+
+// BenchmarkCleanupWalk measures one cleanup pass over 100,000 flows and
+// 100,000 timestamps, none of them due, per variant: the steady-state cost
+// paid every --cleanup-interval. `go test -run - -bench CleanupWalk
+// ./internal/loader` (root).
+func BenchmarkCleanupWalk(b *testing.B) {
+	if testing.Short() {
+		b.Skip("fills maps of 100,000 entries")
+	}
+	for _, v := range []struct{ name, disable string }{
+		{CleanupIterator, ""},
+		{CleanupProgRun, string(kernel.MapElemIter)},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			b.Setenv(kernel.DisableEnv, v.disable)
+			requireRoot(b)
+			const n = 100_000
+			cfg := DefaultConfig()
+			cfg.Replay = true // "now" is replay_now, set below: nothing is due
+			cfg.FlowMapSize, cfg.TimestampMapSize = 131072, 131072
+			o, err := Load(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer o.Close()
+			c, err := o.NewCleaner()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if o.Variant.Cleanup != v.name {
+				b.Skipf("variant %s not available here (%v)", v.name, o.Variant.Notes)
+			}
+			const now = uint64(1e12)
+			if err := o.ReplayNow.Set(now); err != nil {
+				b.Fatal(err)
+			}
+			fillForCleanup(b, o, n, now)
+			b.ResetTimer()
+			for b.Loop() {
+				if err := c.Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(2*n), "ns/entry")
+		})
+	}
+}
+
+// fillForCleanup inserts n flows and n timestamps, all last seen at now.
+func fillForCleanup(b *testing.B, o *Objects, n int, now uint64) {
+	b.Helper()
+	var fs probe.RttscopeFlowState
+	fs.LastSeen = now
+	for i := range n {
+		var k [48]byte // struct packet_id; its first 44 bytes are the flow
+		k[10], k[11] = 0xff, 0xff
+		binary.BigEndian.PutUint32(k[12:], 10<<24|uint32(i)) // ::ffff:10.x.y.z
+		k[30], k[31] = 0xff, 0xff
+		binary.BigEndian.PutUint32(k[32:], 10<<24|1)
+		binary.LittleEndian.PutUint16(k[40:], 6) // TCP
+		k[42] = 2                                // AF_INET
+		if err := o.FlowMap.Put(k[:44], &fs); err != nil {
+			b.Fatalf("fill flow map: %v", err)
+		}
+		if err := o.TsMap.Put(k[:], now); err != nil {
+			b.Fatalf("fill timestamp map: %v", err)
+		}
+	}
+}
