@@ -41,8 +41,13 @@ Exit status: CMD's status; 124 when the guest was killed by --timeout; 123
 when the guest stopped without reporting a status (panic, crash); 125 when
 the kernel could not be prepared or the guest did not boot; 2 for bad usage.
 
-Environment: VMTEST_CACHE (default ${XDG_CACHE_HOME:-/var/cache}/rttscope-vmtest)
-holds the extracted kernels.
+Environment:
+  VMTEST_CACHE    where extracted kernels are kept (default
+                  ${XDG_CACHE_HOME:-/var/cache}/rttscope-vmtest)
+  VMTEST_MODULES  modules loaded at boot where the kernel has them (default
+                  "veth tun 8021q bridge macvlan vxlan sch_ingress sch_htb
+                  sch_tbf cls_bpf act_bpf xfrm_user nfnetlink nf_tables
+                  nf_conntrack"); others load on demand (modprobe)
 EOF
 }
 
@@ -57,6 +62,7 @@ usage_err() {
 note() { echo "$prog: $*" >&2; }
 
 timeout_dur=40m
+modules=${VMTEST_MODULES:-veth tun 8021q bridge macvlan vxlan sch_ingress sch_htb sch_tbf cls_bpf act_bpf xfrm_user nfnetlink nf_tables nf_conntrack}
 mem=3G
 smp=2
 resolve_only=0
@@ -253,7 +259,7 @@ grep -qx insmod <<<"$(/bin/busybox --list)" || die "/bin/busybox has no insmod: 
 
 # --- initramfs: busybox, the modules for 9p and overlayfs, /init ---
 irfs=$tmp/initramfs
-mkdir -p "$irfs"/{bin,dev,proc,sys,host,newroot,vmtest,upper,modules}
+mkdir -p "$irfs"/{bin,sbin,dev,proc,sys,host,newroot,vmtest,upper,modules}
 cp /bin/busybox "$irfs/bin/busybox"
 mknod -m 600 "$irfs/dev/console" c 5 1
 mknod -m 666 "$irfs/dev/null" c 1 3
@@ -340,6 +346,9 @@ mount --bind /vmtest $r/run/vmtest
 mkdir -p "$r/lib/modules/$KVER"
 mount --bind "$r$MODDIR" "$r/lib/modules/$KVER"
 ip link set lo up
+# Modules the tests use, where the kernel has them (autoloading covers the
+# rest); a missing one is no error.
+for m in $MODULES; do /sbin/modprobe -q "$m" 2>/dev/null; done
 hostname "vmtest-$KVER"
 echo 1 >/proc/sys/kernel/sysrq
 stty -onlcr 2>/dev/null
@@ -351,13 +360,17 @@ mv /vmtest/status.tmp /vmtest/status
 sync
 poweroff -f
 EOF
-chmod 755 "$irfs/init"
+# The kernel runs /sbin/modprobe (module autoloading: ip link add ... type
+# veth, netlink families, qdiscs) with the initramfs as its root: hand it on
+# to the host's modprobe in the guest's root.
+printf '#!/bin/sh\nexec chroot /newroot /sbin/modprobe "$@"\n' >"$irfs/sbin/modprobe"
+chmod 755 "$irfs/init" "$irfs/sbin/modprobe"
 (cd "$irfs" && find . | cpio -o -H newc -R 0:0 --quiet | gzip -1) >"$tmp/initramfs.cpio.gz"
 
 # --- the command, run by /bin/sh from the host root ---
 share=$tmp/share
 mkdir -p "$share"
-printf 'KVER=%q\nMODDIR=%q\n' "$kver" "$moddir" >"$share/guest.conf"
+printf 'KVER=%q\nMODDIR=%q\nMODULES=%q\n' "$kver" "$moddir" "$modules" >"$share/guest.conf"
 {
 	echo "cd $(printf %q "$PWD") || exit 125"
 	printf 'exec env -i'
