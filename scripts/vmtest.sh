@@ -143,8 +143,10 @@ done
 
 cache=${VMTEST_CACHE:-${XDG_CACHE_HOME:-/var/cache}/rttscope-vmtest}
 tmp=
+qpid=
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
+	if [ -n "$qpid" ]; then kill "$qpid" 2>/dev/null && wait "$qpid" 2>/dev/null; fi
 	if [ -n "$tmp" ]; then rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
@@ -384,8 +386,9 @@ printf 'KVER=%q\nMODDIR=%q\nMODULES=%q\n' "$kver" "$moddir" "$modules" >"$share/
 bios=()
 if [ -f /usr/share/qemu/qboot.rom ]; then bios=(-bios /usr/share/qemu/qboot.rom); fi
 start=$(date +%s.%N)
-set +e
-timeout --foreground -k 10s "$timeout_dur" qemu-system-x86_64 \
+# In the background, so that INT/TERM reach the traps (and the cleanup stops
+# qemu) at once instead of after the guest ends.
+timeout -k 10s "$timeout_dur" qemu-system-x86_64 \
 	-accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
 	"${bios[@]}" -nographic -no-reboot -nodefaults -serial stdio -monitor none \
 	-kernel "$vmlinuz" -initrd "$tmp/initramfs.cpio.gz" \
@@ -394,9 +397,11 @@ timeout --foreground -k 10s "$timeout_dur" qemu-system-x86_64 \
 	-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
 	-fsdev local,id=vmtest,path="$share",security_model=none,multidevs=remap \
 	-device virtio-9p-pci,fsdev=vmtest,mount_tag=vmtest \
-	</dev/null
-qrc=$?
-set -e
+	</dev/null &
+qpid=$!
+qrc=0
+wait "$qpid" || qrc=$?
+qpid=
 elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 
 if [ -n "$keep_log" ] && [ -f "$share/dmesg.txt" ]; then
