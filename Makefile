@@ -3,8 +3,12 @@ GO      ?= go
 BIN     ?= bin/rttscope
 BPF_SRC := $(filter-out bpf/vmlinux.h,$(wildcard bpf/*.c bpf/*.h))
 GO_PKGS := ./...
+# vmtest: kernels (6.1, 6.12, a linux-image-... package or an extracted dir)
+# and packages under internal/ whose tests run in the VMs
+VM_KERNELS ?= 6.1 6.12
+VM_PKGS    ?= loader replay monitor
 
-.PHONY: all build generate check-generate test test-go lint fmt bench demo setup clean vmlinux
+.PHONY: all build generate check-generate test test-go lint fmt bench demo setup clean vmlinux vmtest
 
 all: build
 
@@ -43,6 +47,11 @@ test-go:
 
 ## test: everything CI runs: lint, generated-code drift, tests
 test: lint check-generate test-go
+
+## vmtest: the loader/replay/monitor tests on Debian's 6.1 and 6.12 kernels under
+##         qemu (TCG; root; slow: see docs/kernels.md). VM_KERNELS, VM_PKGS select.
+vmtest:
+	VM_KERNELS="$(VM_KERNELS)" VM_PKGS="$(VM_PKGS)" ./scripts/vmtests.sh
 
 ## bench: per-packet BPF cost and overhead; results under bench/results/
 bench:
