@@ -60,27 +60,4 @@ _Static_assert(sizeof(struct network_tuple) == 44, "network_tuple layout");
 _Static_assert(sizeof(struct rtt_event) == 120, "rtt_event layout");
 _Static_assert(sizeof(struct flow_event) == 64, "flow_event layout");
 
-/* Kernel-side counters, one copy per CPU, summed by user space. */
-struct counters {
-	__u64 packets;
-	__u64 rtt_events;
-	__u64 flow_events;
-	__u64 ringbuf_full;
-	__u64 flows_created;
-	__u64 flows_deleted;
-	__u64 flow_map_full;
-	__u64 flows_timed_out;
-	__u64 ts_created;
-	__u64 ts_deleted;
-	__u64 ts_map_full;
-	__u64 ts_expired;
-	__u64 flows_evicted; /* replaced to make room (evict.h) */
-	__u64 ts_evicted;
-	__u64 agg_samples; /* RTT samples added to a histogram */
-	__u64 agg_map_full; /* updates lost: no room for a new prefix */
-	__u64 summary_map_full;
-	__u64 summary_ringbuf_full;
-	__u64 summaries_sent;
-};
-
 #endif /* RTTSCOPE_EVENTS_H */

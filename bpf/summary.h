@@ -9,6 +9,7 @@
 
 #include "flow.h"
 #include "config.h"
+#include "counters.h"
 #include "hist.h"
 #include "maps.h"
 
@@ -87,7 +88,7 @@ static __always_inline void summary_open(const struct network_tuple *key,
 	if (!s)
 		return;
 	if (bpf_map_update_elem(&summary_map, key, s, BPF_ANY) != 0) {
-		count(summary_map_full);
+		count(COUNTER_SUMMARY_MAP_FULL);
 		return;
 	}
 	s = bpf_map_lookup_elem(&summary_map, key);
@@ -184,9 +185,9 @@ __noinline int summary_emit(struct network_tuple *key, struct flow_state *fs,
 	if (e) {
 		summary_fill(e, &k, fs, s, now, reason);
 		bpf_ringbuf_submit(e, 0);
-		count(summaries_sent);
+		count(COUNTER_SUMMARIES_SENT);
 	} else {
-		count(summary_ringbuf_full);
+		count(COUNTER_SUMMARY_RINGBUF_FULL);
 	}
 	bpf_map_delete_elem(&summary_map, &k);
 	return 0;

@@ -135,7 +135,8 @@ type FlowEvent struct {
 }
 
 // Stats is the self-telemetry record printed at interval and at exit.
-// Counters are totals since start.
+// Counters are totals since start; StatsCounters lists them in output
+// order, and SetCounters fills them from the kernel's.
 type Stats struct {
 	// Time is Unix time in nanoseconds.
 	Time int64
@@ -158,6 +159,15 @@ type Stats struct {
 	// AggregatedSamples counts RTT samples added to per-prefix histograms;
 	// PrefixMapFull counts updates lost because the prefix map was full.
 	AggregatedSamples, PrefixMapFull uint64
+	// FlowsCreated, FlowsDeleted, TimestampsCreated and TimestampsDeleted
+	// count inserts and deletes (closed, timed out, evicted; timestamps
+	// also matched): Flows and Timestamps are their differences.
+	FlowsCreated, FlowsDeleted, TimestampsCreated, TimestampsDeleted uint64
+	// SummaryMapFull counts flows without a summary (--flow-summary)
+	// because the summary map was full; SummaryRingbufFull counts
+	// summaries of ended flows lost because their ring buffer had no
+	// room; SummariesSent counts those delivered.
+	SummaryMapFull, SummaryRingbufFull, SummariesSent uint64
 	// Variant names the variant of each optional part in use, as
 	// "cleanup=iterator summaries=map-walk" (loader.Variant); empty in
 	// records that do not carry it.

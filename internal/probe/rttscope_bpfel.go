@@ -49,28 +49,30 @@ type RttscopeAggStats struct {
 	Reserved uint32
 }
 
-type RttscopeCounters struct {
-	_                  structs.HostLayout
-	Packets            uint64
-	RttEvents          uint64
-	FlowEvents         uint64
-	RingbufFull        uint64
-	FlowsCreated       uint64
-	FlowsDeleted       uint64
-	FlowMapFull        uint64
-	FlowsTimedOut      uint64
-	TsCreated          uint64
-	TsDeleted          uint64
-	TsMapFull          uint64
-	TsExpired          uint64
-	FlowsEvicted       uint64
-	TsEvicted          uint64
-	AggSamples         uint64
-	AggMapFull         uint64
-	SummaryMapFull     uint64
-	SummaryRingbufFull uint64
-	SummariesSent      uint64
-}
+type RttscopeCounter uint32
+
+const (
+	RttscopeCounterCOUNTER_PACKETS              RttscopeCounter = 0
+	RttscopeCounterCOUNTER_RTT_EVENTS           RttscopeCounter = 1
+	RttscopeCounterCOUNTER_FLOW_EVENTS          RttscopeCounter = 2
+	RttscopeCounterCOUNTER_RINGBUF_FULL         RttscopeCounter = 3
+	RttscopeCounterCOUNTER_FLOWS_CREATED        RttscopeCounter = 4
+	RttscopeCounterCOUNTER_FLOWS_DELETED        RttscopeCounter = 5
+	RttscopeCounterCOUNTER_FLOW_MAP_FULL        RttscopeCounter = 6
+	RttscopeCounterCOUNTER_FLOWS_TIMED_OUT      RttscopeCounter = 7
+	RttscopeCounterCOUNTER_TS_CREATED           RttscopeCounter = 8
+	RttscopeCounterCOUNTER_TS_DELETED           RttscopeCounter = 9
+	RttscopeCounterCOUNTER_TS_MAP_FULL          RttscopeCounter = 10
+	RttscopeCounterCOUNTER_TS_EXPIRED           RttscopeCounter = 11
+	RttscopeCounterCOUNTER_FLOWS_EVICTED        RttscopeCounter = 12
+	RttscopeCounterCOUNTER_TS_EVICTED           RttscopeCounter = 13
+	RttscopeCounterCOUNTER_AGG_SAMPLES          RttscopeCounter = 14
+	RttscopeCounterCOUNTER_AGG_MAP_FULL         RttscopeCounter = 15
+	RttscopeCounterCOUNTER_SUMMARY_MAP_FULL     RttscopeCounter = 16
+	RttscopeCounterCOUNTER_SUMMARY_RINGBUF_FULL RttscopeCounter = 17
+	RttscopeCounterCOUNTER_SUMMARIES_SENT       RttscopeCounter = 18
+	RttscopeCounterCOUNTER_NR                   RttscopeCounter = 19
+)
 
 type RttscopeFlowState struct {
 	_   structs.HostLayout
@@ -150,12 +152,12 @@ const (
 	RttscopeMapAggMap0                    = "agg_map0"
 	RttscopeMapAggMap1                    = "agg_map1"
 	RttscopeMapAggZero                    = "agg_zero"
+	RttscopeMapCounters                   = "counters"
 	RttscopeMapEvents                     = "events"
 	RttscopeMapFlowMap                    = "flow_map"
 	RttscopeMapFlowRing                   = "flow_ring"
 	RttscopeMapFlowZero                   = "flow_zero"
 	RttscopeMapL3Ifaces                   = "l3_ifaces"
-	RttscopeMapPercpuCounters             = "percpu_counters"
 	RttscopeMapSummaries                  = "summaries"
 	RttscopeMapSummaryMap                 = "summary_map"
 	RttscopeMapSummaryScratch             = "summary_scratch"
@@ -252,12 +254,12 @@ type RttscopeMapSpecs struct {
 	AggMap0        *ebpf.MapSpec `ebpf:"agg_map0"`
 	AggMap1        *ebpf.MapSpec `ebpf:"agg_map1"`
 	AggZero        *ebpf.MapSpec `ebpf:"agg_zero"`
+	Counters       *ebpf.MapSpec `ebpf:"counters"`
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	FlowMap        *ebpf.MapSpec `ebpf:"flow_map"`
 	FlowRing       *ebpf.MapSpec `ebpf:"flow_ring"`
 	FlowZero       *ebpf.MapSpec `ebpf:"flow_zero"`
 	L3Ifaces       *ebpf.MapSpec `ebpf:"l3_ifaces"`
-	PercpuCounters *ebpf.MapSpec `ebpf:"percpu_counters"`
 	Summaries      *ebpf.MapSpec `ebpf:"summaries"`
 	SummaryMap     *ebpf.MapSpec `ebpf:"summary_map"`
 	SummaryScratch *ebpf.MapSpec `ebpf:"summary_scratch"`
@@ -314,12 +316,12 @@ type RttscopeMaps struct {
 	AggMap0        *ebpf.Map `ebpf:"agg_map0"`
 	AggMap1        *ebpf.Map `ebpf:"agg_map1"`
 	AggZero        *ebpf.Map `ebpf:"agg_zero"`
+	Counters       *ebpf.Map `ebpf:"counters"`
 	Events         *ebpf.Map `ebpf:"events"`
 	FlowMap        *ebpf.Map `ebpf:"flow_map"`
 	FlowRing       *ebpf.Map `ebpf:"flow_ring"`
 	FlowZero       *ebpf.Map `ebpf:"flow_zero"`
 	L3Ifaces       *ebpf.Map `ebpf:"l3_ifaces"`
-	PercpuCounters *ebpf.Map `ebpf:"percpu_counters"`
 	Summaries      *ebpf.Map `ebpf:"summaries"`
 	SummaryMap     *ebpf.Map `ebpf:"summary_map"`
 	SummaryScratch *ebpf.Map `ebpf:"summary_scratch"`
@@ -333,12 +335,12 @@ func (m *RttscopeMaps) Close() error {
 		m.AggMap0,
 		m.AggMap1,
 		m.AggZero,
+		m.Counters,
 		m.Events,
 		m.FlowMap,
 		m.FlowRing,
 		m.FlowZero,
 		m.L3Ifaces,
-		m.PercpuCounters,
 		m.Summaries,
 		m.SummaryMap,
 		m.SummaryScratch,
