@@ -17,8 +17,6 @@
 #define FS_SHIFT 2
 #define FS_BINS	 ((HIST_BINS >> FS_SHIFT) + 1)
 
-#define EVENT_TYPE_FLOW_SUMMARY 3
-
 struct flow_summary_dir {
 	__u64 count;
 	__u64 sum;
@@ -53,6 +51,8 @@ struct flow_summary_event {
 	struct flow_summary_dir_event dir[2]; /* [0]: flow.saddr's side */
 };
 
+/* Read by offset in internal/events/summary.go; TestLayout there checks
+ * every offset against the Go type bpf2go generates from this one. */
 _Static_assert(FS_BINS == 217, "flow summary bins");
 _Static_assert(sizeof(struct flow_summary_dir_event) == 488, "summary layout");
 _Static_assert(sizeof(struct flow_summary_event) == 1048, "summary layout");

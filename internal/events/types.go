@@ -6,6 +6,8 @@ package events
 import (
 	"net/netip"
 	"time"
+
+	"github.com/rttscope/rttscope/internal/probe"
 )
 
 // Protocol is the IP protocol number of a flow.
@@ -75,10 +77,10 @@ type RTT struct {
 // FlowEventType says whether a flow opens or closes.
 type FlowEventType uint8
 
-// Flow event types.
+// Flow event types: enum flow_event_type in bpf/events.h.
 const (
-	FlowOpening FlowEventType = 1
-	FlowClosing FlowEventType = 2
+	FlowOpening = FlowEventType(probe.RttscopeFlowEventTypeFLOW_EVENT_OPENING)
+	FlowClosing = FlowEventType(probe.RttscopeFlowEventTypeFLOW_EVENT_CLOSING)
 )
 
 // String returns the word used by the output formats.
@@ -92,14 +94,15 @@ func (t FlowEventType) String() string {
 // FlowReason says why a flow opened or closed.
 type FlowReason uint8
 
-// Flow event reasons; the strings are ePPing's.
+// Flow event reasons: enum flow_event_reason in bpf/events.h; the strings
+// are ePPing's.
 const (
-	ReasonSYN           FlowReason = 1
-	ReasonSYNACK        FlowReason = 2
-	ReasonFirstObserved FlowReason = 3
-	ReasonFIN           FlowReason = 4
-	ReasonRST           FlowReason = 5
-	ReasonTimeout       FlowReason = 6
+	ReasonSYN           = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_SYN)
+	ReasonSYNACK        = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_SYN_ACK)
+	ReasonFirstObserved = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_FIRST_OBS_PCKT)
+	ReasonFIN           = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_FIN)
+	ReasonRST           = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_RST)
+	ReasonTimeout       = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_FLOW_TIMEOUT)
 )
 
 // String returns the reason as printed in every format.

@@ -3,5 +3,5 @@
 // after changing anything under bpf/.
 package probe
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -no-global-types -type counter -type flow_state -type packet_id -type agg_key -type agg_stats -type flow_summary Rttscope ../../bpf/rttscope.c -- -I../../bpf
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel -no-global-types -type counter -type event_type -type flow_event_type -type flow_event_reason -type rtt_event -type flow_event -type flow_summary_event -type network_tuple -type flow_state -type packet_id -type agg_key -type agg_stats -type flow_summary Rttscope ../../bpf/rttscope.c -- -I../../bpf
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel Empty ../../bpf/empty.c -- -I../../bpf

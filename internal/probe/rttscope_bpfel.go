@@ -74,6 +74,46 @@ const (
 	RttscopeCounterCOUNTER_NR                   RttscopeCounter = 19
 )
 
+type RttscopeEventType uint32
+
+const (
+	RttscopeEventTypeEVENT_TYPE_RTT          RttscopeEventType = 1
+	RttscopeEventTypeEVENT_TYPE_FLOW         RttscopeEventType = 2
+	RttscopeEventTypeEVENT_TYPE_FLOW_SUMMARY RttscopeEventType = 3
+)
+
+type RttscopeFlowEvent struct {
+	_              structs.HostLayout
+	EventType      uint32
+	Ifindex        uint32
+	Timestamp      uint64
+	Flow           RttscopeNetworkTuple
+	FlowEventType  uint8
+	Reason         uint8
+	TriggeredBySrc uint8
+	Reserved       uint8
+}
+
+type RttscopeFlowEventReason uint32
+
+const (
+	RttscopeFlowEventReasonEVENT_REASON_NONE           RttscopeFlowEventReason = 0
+	RttscopeFlowEventReasonEVENT_REASON_SYN            RttscopeFlowEventReason = 1
+	RttscopeFlowEventReasonEVENT_REASON_SYN_ACK        RttscopeFlowEventReason = 2
+	RttscopeFlowEventReasonEVENT_REASON_FIRST_OBS_PCKT RttscopeFlowEventReason = 3
+	RttscopeFlowEventReasonEVENT_REASON_FIN            RttscopeFlowEventReason = 4
+	RttscopeFlowEventReasonEVENT_REASON_RST            RttscopeFlowEventReason = 5
+	RttscopeFlowEventReasonEVENT_REASON_FLOW_TIMEOUT   RttscopeFlowEventReason = 6
+)
+
+type RttscopeFlowEventType uint32
+
+const (
+	RttscopeFlowEventTypeFLOW_EVENT_NONE    RttscopeFlowEventType = 0
+	RttscopeFlowEventTypeFLOW_EVENT_OPENING RttscopeFlowEventType = 1
+	RttscopeFlowEventTypeFLOW_EVENT_CLOSING RttscopeFlowEventType = 2
+)
+
 type RttscopeFlowState struct {
 	_   structs.HostLayout
 	Dir [2]struct {
@@ -110,39 +150,78 @@ type RttscopeFlowSummary struct {
 	}
 }
 
-type RttscopePacketId struct {
-	_    structs.HostLayout
-	Flow struct {
-		_     structs.HostLayout
-		Saddr struct {
-			_  structs.HostLayout
-			Ip struct {
-				_    structs.HostLayout
-				In6U struct {
-					_       structs.HostLayout
-					U6Addr8 [16]uint8
-				}
-			}
-			Port     uint16
-			Reserved uint16
-		}
-		Daddr struct {
-			_  structs.HostLayout
-			Ip struct {
-				_    structs.HostLayout
-				In6U struct {
-					_       structs.HostLayout
-					U6Addr8 [16]uint8
-				}
-			}
-			Port     uint16
-			Reserved uint16
-		}
-		Proto    uint16
-		Ipv      uint8
-		Reserved uint8
+type RttscopeFlowSummaryEvent struct {
+	_         structs.HostLayout
+	EventType uint32
+	Reason    uint32
+	Timestamp uint64
+	Flow      RttscopeNetworkTuple
+	Reserved  uint32
+	Start     uint64
+	Dir       [2]struct {
+		_        structs.HostLayout
+		Pkts     uint64
+		Bytes    uint64
+		Count    uint64
+		Sum      uint64
+		Min      uint64
+		Max      uint64
+		Hist     [217]uint16
+		Reserved [3]uint16
 	}
+}
+
+type RttscopeNetworkTuple struct {
+	_     structs.HostLayout
+	Saddr struct {
+		_  structs.HostLayout
+		Ip struct {
+			_    structs.HostLayout
+			In6U struct {
+				_       structs.HostLayout
+				U6Addr8 [16]uint8
+			}
+		}
+		Port     uint16
+		Reserved uint16
+	}
+	Daddr struct {
+		_  structs.HostLayout
+		Ip struct {
+			_    structs.HostLayout
+			In6U struct {
+				_       structs.HostLayout
+				U6Addr8 [16]uint8
+			}
+		}
+		Port     uint16
+		Reserved uint16
+	}
+	Proto    uint16
+	Ipv      uint8
+	Reserved uint8
+}
+
+type RttscopePacketId struct {
+	_          structs.HostLayout
+	Flow       RttscopeNetworkTuple
 	Identifier uint32
+}
+
+type RttscopeRttEvent struct {
+	_             structs.HostLayout
+	EventType     uint32
+	Ifindex       uint32
+	Timestamp     uint64
+	Flow          RttscopeNetworkTuple
+	MatchOnEgress uint32
+	Rtt           uint64
+	MinRtt        uint64
+	Srtt          uint64
+	SentPkts      uint64
+	SentBytes     uint64
+	RecPkts       uint64
+	RecBytes      uint64
 }
 
 // Names of all BPF objects in the ELF.
