@@ -13,6 +13,7 @@
 
 #include "packet.h"
 #include "config.h"
+#include "counters.h"
 #include "hist.h"
 #include "maps.h"
 
@@ -118,7 +119,7 @@ static __always_inline struct agg_stats *get_agg_stats(struct agg_key *k)
 		return NULL;
 	ret = bpf_map_update_elem(map, k, init, BPF_NOEXIST);
 	if (ret == -E2BIG_ERR) {
-		count(agg_map_full);
+		count(COUNTER_AGG_MAP_FULL);
 		return NULL;
 	}
 	return bpf_map_lookup_elem(map, k);
@@ -195,7 +196,7 @@ __noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
 	barrier_var(bin);
 	if (bin < HIST_BINS)
 		s->hist[bin]++;
-	count(agg_samples);
+	count(COUNTER_AGG_SAMPLES);
 	return 0;
 }
 

@@ -10,6 +10,7 @@
 #ifndef RTTSCOPE_CLEANUP_H
 #define RTTSCOPE_CLEANUP_H
 
+#include "counters.h"
 #include "maps.h"
 
 static __always_inline __u64 cleanup_now(void)
@@ -18,14 +19,13 @@ static __always_inline __u64 cleanup_now(void)
 }
 
 static __always_inline void send_timeout_event(struct network_tuple *key,
-					       struct flow_state *fs, __u64 now,
-					       struct counters *c)
+					       struct flow_state *fs, __u64 now)
 {
 	struct flow_event *e;
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		c->ringbuf_full++;
+		count(COUNTER_RINGBUF_FULL);
 		return;
 	}
 	e->event_type = EVENT_TYPE_FLOW;
@@ -40,7 +40,7 @@ static __always_inline void send_timeout_event(struct network_tuple *key,
 	e->triggered_by_src = 1;
 	e->reserved = 0;
 	bpf_ringbuf_submit(e, 0);
-	c->flow_events++;
+	count(COUNTER_FLOW_EVENTS);
 }
 
 /* Removes a flow idle past its timeout, reporting its closing and summary. */
@@ -48,7 +48,6 @@ static __always_inline void expire_flow(const struct network_tuple *kp,
 					struct flow_state *fs, __u64 now)
 {
 	struct network_tuple key;
-	struct counters *c;
 	__u64 timeout;
 
 	/* Most entries are not due: decide that before anything else. */
@@ -56,17 +55,14 @@ static __always_inline void expire_flow(const struct network_tuple *kp,
 					     cfg_other_flow_timeout_ns;
 	if (now <= fs->last_seen || now - fs->last_seen <= timeout)
 		return;
-	c = get_counters();
-	if (!c)
-		return;
 
 	key = *kp;
 	if (!fs->closing_sent && !cfg_aggregate)
-		send_timeout_event(&key, fs, now, c);
+		send_timeout_event(&key, fs, now);
 	summary_emit(&key, fs, now, EVENT_REASON_FLOW_TIMEOUT);
 	if (bpf_map_delete_elem(&flow_map, &key) == 0) {
-		c->flows_timed_out++;
-		c->flows_deleted++;
+		count(COUNTER_FLOWS_TIMED_OUT);
+		count(COUNTER_FLOWS_DELETED);
 	}
 }
 
@@ -77,20 +73,16 @@ static __always_inline void expire_ts(const struct packet_id *kp, __u64 sent,
 	struct network_tuple fkey;
 	struct flow_state *fs;
 	struct packet_id pid;
-	struct counters *c;
 	__u32 side;
 
 	if (now <= sent || now - sent <= cfg_ts_timeout_ns)
-		return;
-	c = get_counters();
-	if (!c)
 		return;
 
 	pid = *kp;
 	if (bpf_map_delete_elem(&ts_map, &pid) != 0)
 		return;
-	c->ts_expired++;
-	c->ts_deleted++;
+	count(COUNTER_TS_EXPIRED);
+	count(COUNTER_TS_DELETED);
 
 	/* Keep the flow's outstanding count honest so matching can skip the
 	 * map lookup for flows with nothing outstanding. */

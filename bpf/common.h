@@ -43,4 +43,10 @@
 /* errno values the map helpers return, negated. */
 #define E2BIG_ERR 7
 
+/* Puts a type that no map or global function uses into the object's BTF, so
+ * that bpf2go can generate its Go twin (-type in internal/probe/gen.go): a
+ * static pointer, never read, 8 bytes of .bss that Go does not see. */
+#define BTF_EXPORT(type, tag) \
+	static type *btf_export_##tag __attribute__((used))
+
 #endif /* RTTSCOPE_COMMON_H */

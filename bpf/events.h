@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Records sent to user space through the ring buffer. The Go reader decodes
- * them (internal/events/decode.go): keep both sides in step. */
+ * them by offset (internal/events/decode.go); bpf2go exports them to Go, and
+ * TestLayout there checks the reader's offsets against the exports. */
 #ifndef RTTSCOPE_EVENTS_H
 #define RTTSCOPE_EVENTS_H
 
@@ -9,6 +10,7 @@
 enum event_type {
 	EVENT_TYPE_RTT = 1,
 	EVENT_TYPE_FLOW = 2,
+	EVENT_TYPE_FLOW_SUMMARY = 3, /* own ring buffer (summary.h) */
 };
 
 enum flow_event_type {
@@ -55,32 +57,15 @@ struct flow_event {
 	__u8 reserved;
 };
 
-/* The Go decoder reads these layouts by offset. */
 _Static_assert(sizeof(struct network_tuple) == 44, "network_tuple layout");
 _Static_assert(sizeof(struct rtt_event) == 120, "rtt_event layout");
 _Static_assert(sizeof(struct flow_event) == 64, "flow_event layout");
 
-/* Kernel-side counters, one copy per CPU, summed by user space. */
-struct counters {
-	__u64 packets;
-	__u64 rtt_events;
-	__u64 flow_events;
-	__u64 ringbuf_full;
-	__u64 flows_created;
-	__u64 flows_deleted;
-	__u64 flow_map_full;
-	__u64 flows_timed_out;
-	__u64 ts_created;
-	__u64 ts_deleted;
-	__u64 ts_map_full;
-	__u64 ts_expired;
-	__u64 flows_evicted; /* replaced to make room (evict.h) */
-	__u64 ts_evicted;
-	__u64 agg_samples; /* RTT samples added to a histogram */
-	__u64 agg_map_full; /* updates lost: no room for a new prefix */
-	__u64 summary_map_full;
-	__u64 summary_ringbuf_full;
-	__u64 summaries_sent;
-};
+/* No map or global function names these types: exported for bpf2go. */
+BTF_EXPORT(enum event_type, event_type);
+BTF_EXPORT(enum flow_event_type, flow_event_type);
+BTF_EXPORT(enum flow_event_reason, flow_event_reason);
+BTF_EXPORT(struct rtt_event, rtt_event);
+BTF_EXPORT(struct flow_event, flow_event);
 
 #endif /* RTTSCOPE_EVENTS_H */

@@ -16,6 +16,7 @@
 
 #include "flow.h"
 #include "config.h"
+#include "counters.h"
 #include "maps.h"
 #include "summary.h"
 
@@ -84,7 +85,6 @@ static __always_inline void remember_ts(const struct packet_id *pid)
  * function: verified once, whatever the caller's state. */
 __noinline int evict_flow(__u64 now)
 {
-	struct counters *c = get_counters();
 	struct network_tuple *key;
 	struct flow_state *fs;
 	struct flow_ring *r;
@@ -92,7 +92,7 @@ __noinline int evict_flow(__u64 now)
 	__u32 zero = 0, i, slot, head, tail;
 
 	r = bpf_map_lookup_elem(&flow_ring, &zero);
-	if (!r || !c)
+	if (!r)
 		return 0;
 	head = r->head;
 	tail = r->tail;
@@ -115,8 +115,8 @@ __noinline int evict_flow(__u64 now)
 			bpf_map_delete_elem(&summary_map, key);
 		if (bpf_map_delete_elem(&flow_map, key) == 0) {
 			r->tail = tail;
-			c->flows_evicted++;
-			c->flows_deleted++;
+			count(COUNTER_FLOWS_EVICTED);
+			count(COUNTER_FLOWS_DELETED);
 			return 1;
 		}
 	}
@@ -127,7 +127,6 @@ __noinline int evict_flow(__u64 now)
 /* Deletes one replaceable timestamp. Returns 1 when it made room. */
 __noinline int evict_ts(__u64 now)
 {
-	struct counters *c = get_counters();
 	struct network_tuple fkey;
 	struct flow_state *fs;
 	struct packet_id *pid;
@@ -136,7 +135,7 @@ __noinline int evict_ts(__u64 now)
 	__u64 *ts;
 
 	r = bpf_map_lookup_elem(&ts_ring, &zero);
-	if (!r || !c)
+	if (!r)
 		return 0;
 	head = r->head;
 	tail = r->tail;
@@ -156,8 +155,8 @@ __noinline int evict_ts(__u64 now)
 		if (bpf_map_delete_elem(&ts_map, pid) != 0)
 			continue;
 		r->tail = tail;
-		c->ts_evicted++;
-		c->ts_deleted++;
+		count(COUNTER_TS_EVICTED);
+		count(COUNTER_TS_DELETED);
 		if (fs && fs->dir[side].outstanding)
 			__sync_fetch_and_add(&fs->dir[side].outstanding, -1);
 		return 1;

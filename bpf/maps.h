@@ -27,13 +27,6 @@ struct {
 	__uint(max_entries, 1 << 22);
 } events SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, __u32);
-	__type(value, struct counters);
-	__uint(max_entries, 1);
-} percpu_counters SEC(".maps");
-
 /* Interfaces without an Ethernet header (tun, PPP): ifindex -> 1. Only
  * consulted when cfg_have_l3_ifaces is set. */
 struct {
@@ -54,20 +47,5 @@ struct {
 
 /* Replay mode: capture time of the newest packet, the iterators' "now". */
 __u64 replay_now = 0;
-
-static __always_inline struct counters *get_counters(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&percpu_counters, &zero);
-}
-
-/* Plain increment: the counters are per CPU, so no atomic is needed. */
-#define count(field)                                   \
-	do {                                           \
-		struct counters *__c = get_counters(); \
-		if (__c)                               \
-			__c->field++;                  \
-	} while (0)
 
 #endif /* RTTSCOPE_MAPS_H */

@@ -7,6 +7,7 @@
  * kernel that refuses one gets a fallback, not a refusal to run. */
 #include "common.h"
 #include "config.h"
+#include "counters.h"
 #include "maps.h"
 #include "parse.h"
 #include "id_tcp_ts.h"
@@ -83,8 +84,7 @@ static __always_inline bool is_local_destination(void *ctx,
 
 static __always_inline void send_flow_event(struct packet_info *p,
 					    struct flow_state *fs, __u32 side,
-					    __u8 type, __u8 reason,
-					    struct counters *c)
+					    __u8 type, __u8 reason)
 {
 	struct flow_event *e;
 
@@ -92,7 +92,7 @@ static __always_inline void send_flow_event(struct packet_info *p,
 		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		c->ringbuf_full++;
+		count(COUNTER_RINGBUF_FULL);
 		return;
 	}
 	e->event_type = EVENT_TYPE_FLOW;
@@ -111,18 +111,17 @@ static __always_inline void send_flow_event(struct packet_info *p,
 	e->reason = reason;
 	e->reserved = 0;
 	bpf_ringbuf_submit(e, 0);
-	c->flow_events++;
+	count(COUNTER_FLOW_EVENTS);
 }
 
-static __always_inline void send_rtt_event(struct packet_info *p,
-					   struct flow_dir_state *orig,
-					   __u64 rtt, struct counters *c)
+static __always_inline void
+send_rtt_event(struct packet_info *p, struct flow_dir_state *orig, __u64 rtt)
 {
 	struct rtt_event *e;
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		c->ringbuf_full++;
+		count(COUNTER_RINGBUF_FULL);
 		return;
 	}
 	e->event_type = EVENT_TYPE_RTT;
@@ -139,7 +138,7 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 	e->rec_pkts = orig->rec_pkts;
 	e->rec_bytes = orig->rec_bytes;
 	bpf_ringbuf_submit(e, 0);
-	c->rtt_events++;
+	count(COUNTER_RTT_EVENTS);
 }
 
 /* Looks up the flow of a packet, creating it when the packet may open one.
@@ -147,8 +146,7 @@ static __always_inline void send_rtt_event(struct packet_info *p,
  * of unknown flows leave no state behind. */
 static __always_inline struct flow_state *get_flow(struct packet_info *p,
 						   struct network_tuple *key,
-						   __u32 side, bool *new_flow,
-						   struct counters *c)
+						   __u32 side, bool *new_flow)
 {
 	struct flow_state *fs, *init;
 	__u32 zero = 0;
@@ -171,7 +169,7 @@ static __always_inline struct flow_state *get_flow(struct packet_info *p,
 	for (i = 0; i < 2 && ret == -E2BIG_ERR && evict_flow(p->time); i++)
 		ret = bpf_map_update_elem(&flow_map, key, init, BPF_NOEXIST);
 	if (ret == -E2BIG_ERR) {
-		c->flow_map_full++;
+		count(COUNTER_FLOW_MAP_FULL);
 		return NULL;
 	}
 	fs = bpf_map_lookup_elem(&flow_map, key);
@@ -182,14 +180,14 @@ static __always_inline struct flow_state *get_flow(struct packet_info *p,
 	 * here, and others only read opener for event naming. */
 	fs->opener = side;
 	fs->last_seen = p->time;
-	c->flows_created++;
+	count(COUNTER_FLOWS_CREATED);
 	remember_flow(key);
 	summary_open(key, p->time);
 	*new_flow = true;
 	reason = p->event_type == FLOW_EVENT_OPENING ?
 			 p->event_reason :
 			 EVENT_REASON_FIRST_OBS_PCKT;
-	send_flow_event(p, fs, side, FLOW_EVENT_OPENING, reason, c);
+	send_flow_event(p, fs, side, FLOW_EVENT_OPENING, reason);
 	return fs;
 }
 
@@ -210,7 +208,7 @@ static __always_inline bool is_rate_limited(__u64 now, struct flow_dir_state *d)
 
 static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 					     struct flow_dir_state *snd,
-					     bool new_flow, struct counters *c)
+					     bool new_flow)
 {
 	long ret;
 	int i;
@@ -238,17 +236,17 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 					  BPF_NOEXIST);
 	if (ret == 0) {
 		__sync_fetch_and_add(&snd->outstanding, 1);
-		c->ts_created++;
+		count(COUNTER_TS_CREATED);
 		remember_ts(&p->pid);
 	} else if (ret == -E2BIG_ERR) {
-		c->ts_map_full++;
+		count(COUNTER_TS_MAP_FULL);
 	}
 }
 
 static __always_inline void match_packet(struct packet_info *p,
 					 struct network_tuple *key,
 					 struct flow_dir_state *orig,
-					 __u32 orig_side, struct counters *c)
+					 __u32 orig_side)
 {
 	struct packet_id rid = {};
 	__u64 *ts, sent, rtt;
@@ -267,7 +265,7 @@ static __always_inline void match_packet(struct packet_info *p,
 	if (bpf_map_delete_elem(&ts_map, &rid) != 0)
 		return;
 	__sync_fetch_and_add(&orig->outstanding, -1);
-	c->ts_deleted++;
+	count(COUNTER_TS_DELETED);
 	if (p->time < sent)
 		return;
 
@@ -279,13 +277,12 @@ static __always_inline void match_packet(struct packet_info *p,
 	if (cfg_aggregate)
 		agg_add_rtt(p, rtt);
 	else
-		send_rtt_event(p, orig, rtt, c);
+		send_rtt_event(p, orig, rtt);
 }
 
 static __always_inline void close_flow(struct packet_info *p,
 				       struct network_tuple *key,
-				       struct flow_state *fs, __u32 side,
-				       struct counters *c)
+				       struct flow_state *fs, __u32 side)
 {
 	bool remove;
 
@@ -300,12 +297,12 @@ static __always_inline void close_flow(struct packet_info *p,
 	if (!fs->closing_sent) {
 		fs->closing_sent = 1;
 		send_flow_event(p, fs, side, FLOW_EVENT_CLOSING,
-				p->event_reason, c);
+				p->event_reason);
 	}
 	if (remove)
 		summary_emit(key, fs, p->time, p->event_reason);
 	if (remove && bpf_map_delete_elem(&flow_map, key) == 0)
-		c->flows_deleted++;
+		count(COUNTER_FLOWS_DELETED);
 }
 
 static __always_inline void handle_packet(void *ctx,
@@ -316,15 +313,11 @@ static __always_inline void handle_packet(void *ctx,
 	struct network_tuple key;
 	struct flow_dir_state *snd, *orig;
 	struct flow_state *fs;
-	struct counters *c;
 	bool new_flow = false;
 	__u32 side, self;
 	int ret;
 
-	c = get_counters();
-	if (!c)
-		return;
-	c->packets++;
+	count(COUNTER_PACKETS);
 
 	p.time = now;
 	p.is_egress = is_egress;
@@ -338,7 +331,7 @@ static __always_inline void handle_packet(void *ctx,
 	side = canonical_tuple(&p.pid.flow, &key);
 	self = side & SIDE_SELF;
 	side &= SIDE_MASK;
-	fs = get_flow(&p, &key, side, &new_flow, c);
+	fs = get_flow(&p, &key, side, &new_flow);
 	if (!fs)
 		return;
 
@@ -352,9 +345,9 @@ static __always_inline void handle_packet(void *ctx,
 	orig->rec_pkts++;
 	orig->rec_bytes += p.l3_len;
 
-	timestamp_packet(ctx, &p, snd, new_flow, c);
-	match_packet(&p, &key, orig, self ? side : side ^ 1, c);
-	close_flow(&p, &key, fs, side, c);
+	timestamp_packet(ctx, &p, snd, new_flow);
+	match_packet(&p, &key, orig, self ? side : side ^ 1);
+	close_flow(&p, &key, fs, side);
 }
 
 static __always_inline bool is_l3_iface(__u32 ifindex)

@@ -9,14 +9,13 @@
 
 #include "flow.h"
 #include "config.h"
+#include "counters.h"
 #include "hist.h"
 #include "maps.h"
 
 /* hist_bin >> 2: 8 sub-buckets per power of two (12.5% wide). */
 #define FS_SHIFT 2
 #define FS_BINS	 ((HIST_BINS >> FS_SHIFT) + 1)
-
-#define EVENT_TYPE_FLOW_SUMMARY 3
 
 struct flow_summary_dir {
 	__u64 count;
@@ -52,6 +51,8 @@ struct flow_summary_event {
 	struct flow_summary_dir_event dir[2]; /* [0]: flow.saddr's side */
 };
 
+/* Read by offset in internal/events/summary.go; TestLayout there checks
+ * every offset against the Go type bpf2go generates from this one. */
 _Static_assert(FS_BINS == 217, "flow summary bins");
 _Static_assert(sizeof(struct flow_summary_dir_event) == 488, "summary layout");
 _Static_assert(sizeof(struct flow_summary_event) == 1048, "summary layout");
@@ -87,7 +88,7 @@ static __always_inline void summary_open(const struct network_tuple *key,
 	if (!s)
 		return;
 	if (bpf_map_update_elem(&summary_map, key, s, BPF_ANY) != 0) {
-		count(summary_map_full);
+		count(COUNTER_SUMMARY_MAP_FULL);
 		return;
 	}
 	s = bpf_map_lookup_elem(&summary_map, key);
@@ -184,9 +185,9 @@ __noinline int summary_emit(struct network_tuple *key, struct flow_state *fs,
 	if (e) {
 		summary_fill(e, &k, fs, s, now, reason);
 		bpf_ringbuf_submit(e, 0);
-		count(summaries_sent);
+		count(COUNTER_SUMMARIES_SENT);
 	} else {
-		count(summary_ringbuf_full);
+		count(COUNTER_SUMMARY_RINGBUF_FULL);
 	}
 	bpf_map_delete_elem(&summary_map, &k);
 	return 0;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what rttscope needs to build, test and run its lab on Debian or
-# Ubuntu: clang/llvm and libbpf headers (only for `make generate`), iproute2,
+# Ubuntu: clang-14/llvm-14 (the compiler `make generate` is pinned to, see
+# the Makefile) and libbpf headers (only for `make generate`), iproute2,
 # ethtool, tcpdump and tshark (tests), make. Go >= 1.21 must be present; the
 # go command then fetches the toolchain go.mod asks for from the module proxy.
 set -euo pipefail
@@ -10,7 +11,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 
-packages=(make clang llvm libbpf-dev bpftool clang-format iproute2 ethtool
+packages=(make clang-14 llvm-14 libbpf-dev bpftool clang-format iproute2 ethtool
 	iputils-ping tcpdump tshark git ca-certificates)
 missing=()
 for p in "${packages[@]}"; do
@@ -35,4 +36,4 @@ if [ "${go_minor:-0}" -lt 21 ]; then
 	exit 1
 fi
 go mod download
-echo "setup.sh: ready ($(go env GOVERSION), $(clang --version | head -n1))" >&2
+echo "setup.sh: ready ($(go env GOVERSION), $(clang-14 --version | head -n1))" >&2

@@ -274,12 +274,12 @@ func eventsBurst(ctx context.Context, burst int, ring uint32, producers int, wit
 	if err := produce(objs, producers, per, nil); err != nil {
 		return r, err
 	}
-	cnt, err := objs.Counters()
-	if err != nil {
+	var st events.Stats
+	if err := objs.Stats(&st); err != nil {
 		return r, err
 	}
 	// Records: one RTT event per pair plus a flow-opening event per flow.
-	r.Produced, r.RingbufFull = cnt.RttEvents+cnt.FlowEvents, cnt.RingbufFull
+	r.Produced, r.RingbufFull = st.RTTEvents+st.FlowEvents, st.RingbufFull
 	if err := ctx.Err(); err != nil {
 		return r, err
 	}
@@ -356,11 +356,11 @@ func eventsConcurrent(ctx context.Context, d time.Duration, producers int) (Even
 	if err := errors.Join(perr, rerr, ctx.Err()); err != nil {
 		return r, err
 	}
-	cnt, err := objs.Counters()
-	if err != nil {
+	var st events.Stats
+	if err := objs.Stats(&st); err != nil {
 		return r, err
 	}
-	r.Events, r.Produced, r.RingbufFull = consumed.Load(), cnt.RttEvents+cnt.FlowEvents, cnt.RingbufFull
+	r.Events, r.Produced, r.RingbufFull = consumed.Load(), st.RTTEvents+st.FlowEvents, st.RingbufFull
 	return r, nil
 }
 

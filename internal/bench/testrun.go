@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
 	"github.com/rttscope/rttscope/internal/probe"
@@ -329,8 +330,8 @@ func (t *testRunner) pairs(tsBase uint32, n int) (med [4]float64, matched uint64
 	if n <= 0 {
 		return med, 0, nil
 	}
-	before, err := t.objs.Counters()
-	if err != nil {
+	var before, after events.Stats
+	if err := t.objs.Stats(&before); err != nil {
 		return med, 0, err
 	}
 	vals := make([][]float64, 4)
@@ -361,8 +362,7 @@ func (t *testRunner) pairs(tsBase uint32, n int) (med [4]float64, matched uint64
 			}
 		}
 	}
-	after, err := t.objs.Counters()
-	if err != nil {
+	if err := t.objs.Stats(&after); err != nil {
 		return med, 0, err
 	}
 	if _, err := t.drain(); err != nil {
@@ -371,7 +371,7 @@ func (t *testRunner) pairs(tsBase uint32, n int) (med [4]float64, matched uint64
 	for j := range vals {
 		med[j] = Median(vals[j])
 	}
-	return med, after.RttEvents - before.RttEvents, nil
+	return med, after.RTTEvents - before.RTTEvents, nil
 }
 
 // rotate returns progs rotated left by k, so that each configuration

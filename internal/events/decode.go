@@ -5,24 +5,58 @@ import (
 	"errors"
 	"net/netip"
 	"time"
+
+	"github.com/rttscope/rttscope/internal/probe"
 )
 
 // Kind says which record a ring buffer sample holds.
 type Kind uint32
 
-// Record kinds, as in bpf/events.h.
+// Record kinds: enum event_type in bpf/events.h.
 const (
-	KindRTT  Kind = 1
-	KindFlow Kind = 2
+	KindRTT  = Kind(probe.RttscopeEventTypeEVENT_TYPE_RTT)
+	KindFlow = Kind(probe.RttscopeEventTypeEVENT_TYPE_FLOW)
 )
 
-// Sizes and offsets of the records in bpf/events.h (checked there with
-// _Static_assert). All integers are host (little) endian except ports,
-// which are kept in network order.
+// Layouts of the records of bpf/events.h, read by offset: no reflection,
+// no allocation. TestLayout checks every offset and width against the Go
+// types bpf2go generates from the object's BTF. All integers are host
+// (little) endian except ports, which are kept in network order.
 const (
-	rttRecordSize  = 120
-	flowRecordSize = 64
-	tupleOffset    = 16
+	// The header of every record: u32 kind, then (rtt_event,
+	// flow_event) u32 ifindex or (flow_summary_event) u32 reason, u64
+	// timestamp, struct network_tuple.
+	offKind      = 0
+	offIfindex   = 4
+	offTimestamp = 8
+	tupleOffset  = 16
+
+	// struct rtt_event: u32 match_on_egress, then u64 fields.
+	rttRecordSize       = 120
+	rttOffMatchOnEgress = 60
+	rttOffRTT           = 64
+	rttOffMinRTT        = 72
+	rttOffSRTT          = 80
+	rttOffSentPkts      = 88
+	rttOffSentBytes     = 96
+	rttOffRecPkts       = 104
+	rttOffRecBytes      = 112
+
+	// struct flow_event: u8 fields.
+	flowRecordSize        = 64
+	flowOffType           = 60
+	flowOffReason         = 61
+	flowOffTriggeredBySrc = 62
+
+	// struct network_tuple: two struct flow_address (16-byte address,
+	// be16 port, u16 pad), u16 protocol, u8 family, u8 pad.
+	tupleSize       = 44
+	tupleOffSrc     = 0
+	tupleOffDst     = 20
+	tupleOffProto   = 40
+	endpointSize    = 20
+	endpointOffAddr = 0
+	endpointOffPort = 16
 )
 
 // ErrShortRecord is returned for a sample too small for its kind.
@@ -47,50 +81,49 @@ func (d *Decoder) Decode(raw []byte, rtt *RTT, flow *FlowEvent) (Kind, error) {
 	if len(raw) < 4 {
 		return 0, ErrShortRecord
 	}
-	kind := Kind(le.Uint32(raw))
+	kind := Kind(le.Uint32(raw[offKind:]))
 	switch kind {
 	case KindRTT:
 		if len(raw) < rttRecordSize {
 			return kind, ErrShortRecord
 		}
-		rtt.Ifindex = le.Uint32(raw[4:])
-		rtt.Time = int64(le.Uint64(raw[8:])) + d.ClockOffset
+		rtt.Ifindex = le.Uint32(raw[offIfindex:])
+		rtt.Time = int64(le.Uint64(raw[offTimestamp:])) + d.ClockOffset
 		decodeTuple(raw[tupleOffset:], &rtt.Flow)
-		rtt.MatchOnEgress = le.Uint32(raw[60:]) != 0
-		rtt.RTT = time.Duration(le.Uint64(raw[64:]))
-		rtt.MinRTT = time.Duration(le.Uint64(raw[72:]))
-		rtt.SmoothedRTT = time.Duration(le.Uint64(raw[80:]))
-		rtt.SentPackets = le.Uint64(raw[88:])
-		rtt.SentBytes = le.Uint64(raw[96:])
-		rtt.RecPackets = le.Uint64(raw[104:])
-		rtt.RecBytes = le.Uint64(raw[112:])
+		rtt.MatchOnEgress = le.Uint32(raw[rttOffMatchOnEgress:]) != 0
+		rtt.RTT = time.Duration(le.Uint64(raw[rttOffRTT:]))
+		rtt.MinRTT = time.Duration(le.Uint64(raw[rttOffMinRTT:]))
+		rtt.SmoothedRTT = time.Duration(le.Uint64(raw[rttOffSRTT:]))
+		rtt.SentPackets = le.Uint64(raw[rttOffSentPkts:])
+		rtt.SentBytes = le.Uint64(raw[rttOffSentBytes:])
+		rtt.RecPackets = le.Uint64(raw[rttOffRecPkts:])
+		rtt.RecBytes = le.Uint64(raw[rttOffRecBytes:])
 	case KindFlow:
 		if len(raw) < flowRecordSize {
 			return kind, ErrShortRecord
 		}
-		flow.Time = int64(le.Uint64(raw[8:])) + d.ClockOffset
+		flow.Time = int64(le.Uint64(raw[offTimestamp:])) + d.ClockOffset
 		decodeTuple(raw[tupleOffset:], &flow.Flow)
-		flow.Type = FlowEventType(raw[60])
-		flow.Reason = FlowReason(raw[61])
-		flow.TriggeredBySrc = raw[62] != 0
+		flow.Type = FlowEventType(raw[flowOffType])
+		flow.Reason = FlowReason(raw[flowOffReason])
+		flow.TriggeredBySrc = raw[flowOffTriggeredBySrc] != 0
 	default:
 		return kind, ErrUnknownKind
 	}
 	return kind, nil
 }
 
-// decodeTuple reads a struct network_tuple: two (16-byte address, be16
-// port, u16 pad) endpoints, u16 protocol, u8 family, u8 pad.
 // DecodeTuple fills f from a struct network_tuple (44 bytes).
 func DecodeTuple(b []byte, f *Flow) { decodeTuple(b, f) }
 
 func decodeTuple(b []byte, f *Flow) {
-	f.Src = decodeEndpoint(b[0:20])
-	f.Dst = decodeEndpoint(b[20:40])
-	f.Proto = Protocol(le.Uint16(b[40:]))
+	f.Src = decodeEndpoint(b[tupleOffSrc : tupleOffSrc+endpointSize])
+	f.Dst = decodeEndpoint(b[tupleOffDst : tupleOffDst+endpointSize])
+	f.Proto = Protocol(le.Uint16(b[tupleOffProto:]))
 }
 
+// decodeEndpoint reads a struct flow_address.
 func decodeEndpoint(b []byte) Endpoint {
-	addr := netip.AddrFrom16([16]byte(b[:16])).Unmap()
-	return Endpoint{IP: addr, Port: binary.BigEndian.Uint16(b[16:])}
+	addr := netip.AddrFrom16([16]byte(b[endpointOffAddr : endpointOffAddr+16])).Unmap()
+	return Endpoint{IP: addr, Port: binary.BigEndian.Uint16(b[endpointOffPort:])}
 }

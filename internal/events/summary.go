@@ -4,17 +4,29 @@ import (
 	"time"
 
 	"github.com/rttscope/rttscope/internal/hist"
+	"github.com/rttscope/rttscope/internal/probe"
 )
 
 // KindFlowSummary is the record kind of per-flow summaries (they travel in
 // their own ring buffer and iterator stream, not with RTT and flow events).
-const KindFlowSummary Kind = 3
+const KindFlowSummary = Kind(probe.RttscopeEventTypeEVENT_TYPE_FLOW_SUMMARY)
 
-// Layout of struct flow_summary_event (bpf/summary.h).
+// Layout of struct flow_summary_event (bpf/summary.h): the header of
+// decode.go with a u32 reason, then u64 start and two struct
+// flow_summary_dir_event of u64 fields and a u16 histogram.
 const (
 	FlowSummarySize  = 1048
+	summaryOffReason = 4
+	summaryOffStart  = 64
 	summaryDirOffset = 72
 	summaryDirSize   = 488
+	dirOffPkts       = 0
+	dirOffBytes      = 8
+	dirOffCount      = 16
+	dirOffSum        = 24
+	dirOffMin        = 32
+	dirOffMax        = 40
+	dirOffHist       = 48
 )
 
 // FlowDirSummary covers what one side of a flow sent, and the RTTs of its
@@ -45,13 +57,13 @@ func (d *Decoder) DecodeFlowSummary(raw []byte, s *FlowSummary) error {
 	if len(raw) < FlowSummarySize {
 		return ErrShortRecord
 	}
-	if Kind(le.Uint32(raw)) != KindFlowSummary {
+	if Kind(le.Uint32(raw[offKind:])) != KindFlowSummary {
 		return ErrUnknownKind
 	}
-	s.Reason = FlowReason(le.Uint32(raw[4:]))
-	s.Time = int64(le.Uint64(raw[8:])) + d.ClockOffset
+	s.Reason = FlowReason(le.Uint32(raw[summaryOffReason:]))
+	s.Time = int64(le.Uint64(raw[offTimestamp:])) + d.ClockOffset
 	decodeTuple(raw[tupleOffset:], &s.Flow)
-	s.Start = int64(le.Uint64(raw[64:])) + d.ClockOffset
+	s.Start = int64(le.Uint64(raw[summaryOffStart:])) + d.ClockOffset
 	decodeDirSummary(raw[summaryDirOffset:], &s.Src)
 	decodeDirSummary(raw[summaryDirOffset+summaryDirSize:], &s.Dst)
 	return nil
@@ -60,10 +72,10 @@ func (d *Decoder) DecodeFlowSummary(raw []byte, s *FlowSummary) error {
 func decodeDirSummary(b []byte, d *FlowDirSummary) {
 	var h [hist.CoarseBins]uint16
 	for i := range h {
-		h[i] = le.Uint16(b[48+2*i:])
+		h[i] = le.Uint16(b[dirOffHist+2*i:])
 	}
-	d.Set(le.Uint64(b[0:]), le.Uint64(b[8:]), le.Uint64(b[16:]), le.Uint64(b[24:]),
-		le.Uint64(b[32:]), le.Uint64(b[40:]), h[:])
+	d.Set(le.Uint64(b[dirOffPkts:]), le.Uint64(b[dirOffBytes:]), le.Uint64(b[dirOffCount:]), le.Uint64(b[dirOffSum:]),
+		le.Uint64(b[dirOffMin:]), le.Uint64(b[dirOffMax:]), h[:])
 }
 
 // Set fills d from the kernel's raw per-direction summary: packets and

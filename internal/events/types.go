@@ -6,6 +6,8 @@ package events
 import (
 	"net/netip"
 	"time"
+
+	"github.com/rttscope/rttscope/internal/probe"
 )
 
 // Protocol is the IP protocol number of a flow.
@@ -75,10 +77,10 @@ type RTT struct {
 // FlowEventType says whether a flow opens or closes.
 type FlowEventType uint8
 
-// Flow event types.
+// Flow event types: enum flow_event_type in bpf/events.h.
 const (
-	FlowOpening FlowEventType = 1
-	FlowClosing FlowEventType = 2
+	FlowOpening = FlowEventType(probe.RttscopeFlowEventTypeFLOW_EVENT_OPENING)
+	FlowClosing = FlowEventType(probe.RttscopeFlowEventTypeFLOW_EVENT_CLOSING)
 )
 
 // String returns the word used by the output formats.
@@ -92,14 +94,15 @@ func (t FlowEventType) String() string {
 // FlowReason says why a flow opened or closed.
 type FlowReason uint8
 
-// Flow event reasons; the strings are ePPing's.
+// Flow event reasons: enum flow_event_reason in bpf/events.h; the strings
+// are ePPing's.
 const (
-	ReasonSYN           FlowReason = 1
-	ReasonSYNACK        FlowReason = 2
-	ReasonFirstObserved FlowReason = 3
-	ReasonFIN           FlowReason = 4
-	ReasonRST           FlowReason = 5
-	ReasonTimeout       FlowReason = 6
+	ReasonSYN           = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_SYN)
+	ReasonSYNACK        = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_SYN_ACK)
+	ReasonFirstObserved = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_FIRST_OBS_PCKT)
+	ReasonFIN           = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_FIN)
+	ReasonRST           = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_RST)
+	ReasonTimeout       = FlowReason(probe.RttscopeFlowEventReasonEVENT_REASON_FLOW_TIMEOUT)
 )
 
 // String returns the reason as printed in every format.
@@ -135,7 +138,8 @@ type FlowEvent struct {
 }
 
 // Stats is the self-telemetry record printed at interval and at exit.
-// Counters are totals since start.
+// Counters are totals since start; StatsCounters lists them in output
+// order, and SetCounters fills them from the kernel's.
 type Stats struct {
 	// Time is Unix time in nanoseconds.
 	Time int64
@@ -158,6 +162,15 @@ type Stats struct {
 	// AggregatedSamples counts RTT samples added to per-prefix histograms;
 	// PrefixMapFull counts updates lost because the prefix map was full.
 	AggregatedSamples, PrefixMapFull uint64
+	// FlowsCreated, FlowsDeleted, TimestampsCreated and TimestampsDeleted
+	// count inserts and deletes (closed, timed out, evicted; timestamps
+	// also matched): Flows and Timestamps are their differences.
+	FlowsCreated, FlowsDeleted, TimestampsCreated, TimestampsDeleted uint64
+	// SummaryMapFull counts flows without a summary (--flow-summary)
+	// because the summary map was full; SummaryRingbufFull counts
+	// summaries of ended flows lost because their ring buffer had no
+	// room; SummariesSent counts those delivered.
+	SummaryMapFull, SummaryRingbufFull, SummariesSent uint64
 	// Variant names the variant of each optional part in use, as
 	// "cleanup=iterator summaries=map-walk" (loader.Variant); empty in
 	// records that do not carry it.

@@ -120,40 +120,17 @@ func appendRTTPPViz(b []byte, e *events.RTT) []byte {
 	return append(b, '\n')
 }
 
-// statsField names the counters of events.Stats in output order.
-type statsField struct {
-	name string
-	get  func(s *events.Stats) uint64
-}
-
-var statsFields = [...]statsField{
-	{"packets", func(s *events.Stats) uint64 { return s.Packets }},
-	{"rtt_events", func(s *events.Stats) uint64 { return s.RTTEvents }},
-	{"flow_events", func(s *events.Stats) uint64 { return s.FlowEvents }},
-	{"flow_map_full", func(s *events.Stats) uint64 { return s.FlowMapFull }},
-	{"timestamp_map_full", func(s *events.Stats) uint64 { return s.TimestampMapFull }},
-	{"ringbuf_full", func(s *events.Stats) uint64 { return s.RingbufFull }},
-	{"flows_timed_out", func(s *events.Stats) uint64 { return s.FlowsTimedOut }},
-	{"timestamps_expired", func(s *events.Stats) uint64 { return s.TimestampsExpired }},
-	{"flows", func(s *events.Stats) uint64 { return s.Flows }},
-	{"timestamps", func(s *events.Stats) uint64 { return s.Timestamps }},
-	{"flows_evicted", func(s *events.Stats) uint64 { return s.FlowsEvicted }},
-	{"timestamps_evicted", func(s *events.Stats) uint64 { return s.TimestampsEvicted }},
-	{"aggregated_samples", func(s *events.Stats) uint64 { return s.AggregatedSamples }},
-	{"prefix_map_full", func(s *events.Stats) uint64 { return s.PrefixMapFull }},
-}
-
 // appendStatsLine appends the human-readable stats line of the standard and
 // ppviz formats: "HH:MM:SS.nnnnnnnnn stats: packets=N rtt_events=N ...".
 func appendStatsLine(b []byte, s *events.Stats, loc *time.Location) []byte {
 	b = appendTimeOfDay(b, s.Time, loc)
 	b = append(b, " stats:"...)
-	for i := range statsFields {
-		f := &statsFields[i]
+	for i := range events.StatsCounters {
+		c := &events.StatsCounters[i]
 		b = append(b, ' ')
-		b = append(b, f.name...)
+		b = append(b, c.Name...)
 		b = append(b, '=')
-		b = strconv.AppendUint(b, f.get(s), 10)
+		b = strconv.AppendUint(b, *c.Field(s), 10)
 	}
 	if s.Variant != "" {
 		b = append(b, ' ')
@@ -356,10 +333,10 @@ func appendStatsJSON(b []byte, s *events.Stats) []byte {
 	b = appendInt(b, "timestamp", s.Time)
 	b = append(b, ',')
 	b = appendStr(b, "type", "stats")
-	for i := range statsFields {
-		f := &statsFields[i]
+	for i := range events.StatsCounters {
+		c := &events.StatsCounters[i]
 		b = append(b, ',')
-		b = appendUint(b, f.name, f.get(s))
+		b = appendUint(b, c.Name, *c.Field(s))
 	}
 	if s.Variant != "" {
 		b = append(b, ',')

@@ -53,6 +53,7 @@ func fixture() []any {
 		// tc_ingress did not run in the interval.
 		&events.Stats{Time: t0 + 3_000_000_000, Packets: 123456, RTTEvents: 4, FlowEvents: 3, FlowMapFull: 1,
 			TimestampMapFull: 2, RingbufFull: 0, FlowsTimedOut: 1, TimestampsExpired: 17, Flows: 2, Timestamps: 5,
+			FlowsCreated: 3, FlowsDeleted: 1, TimestampsCreated: 24, TimestampsDeleted: 19, SummariesSent: 1,
 			Process: &events.ProcessStats{CPUUser: 123_456_789, CPUSystem: 2*time.Second + 5*time.Microsecond,
 				RSS: 24_535_040, MaxRSS: 26_214_400, CPUShare: 0.0123456789},
 			BPF: &events.BPFStats{Enabled: true, Programs: []events.ProgramStats{
@@ -87,6 +88,7 @@ func fixture() []any {
 			RX:     events.Traffic{Packets: [4]uint64{0, 0, 3, 0}, Bytes: [4]uint64{0, 0, 312, 0}, ECN: [4]uint64{3, 0, 0, 0}}},
 		// Stats at exit with BPF run time statistics off.
 		&events.Stats{Time: t0 + 75_000_000_000, Packets: 123500, RTTEvents: 4, FlowEvents: 4,
+			FlowsCreated: 2, FlowsDeleted: 2, TimestampsCreated: 4, TimestampsDeleted: 4,
 			Process: &events.ProcessStats{CPUUser: 130_000_000, CPUSystem: 2_100_000_000, RSS: 24_600_000, MaxRSS: 26_214_400},
 			BPF:     &events.BPFStats{}},
 	}
@@ -296,7 +298,8 @@ var (
 		"rtt", "min_rtt", "sent_packets", "sent_bytes", "rec_packets", "rec_bytes", "match_on_egress", "smoothed_rtt")
 	flowKeys  = append(append([]string(nil), commonKeys...), "flow_event", "reason", "triggered_by")
 	statsKeys = []string{"timestamp", "type", "packets", "rtt_events", "flow_events", "flow_map_full",
-		"timestamp_map_full", "ringbuf_full", "flows_timed_out", "timestamps_expired", "flows", "timestamps", "flows_evicted", "timestamps_evicted", "aggregated_samples", "prefix_map_full"}
+		"timestamp_map_full", "ringbuf_full", "flows_timed_out", "timestamps_expired", "flows", "timestamps", "flows_evicted", "timestamps_evicted", "aggregated_samples", "prefix_map_full",
+		"flows_created", "flows_deleted", "timestamps_created", "timestamps_deleted", "summary_map_full", "summary_ringbuf_full", "summaries_sent"}
 )
 
 // wantStatsKeys returns the top-level keys of s's json record in order.
@@ -708,7 +711,8 @@ func statsWith(extra string) string {
 	return `{"timestamp":1,"type":"stats","packets":1,"rtt_events":0,"flow_events":0,"flow_map_full":0,` +
 		`"timestamp_map_full":0,"ringbuf_full":0,"flows_timed_out":0,"timestamps_expired":0,"flows":0,` +
 		`"timestamps":0,"flows_evicted":0,"timestamps_evicted":0,"aggregated_samples":0,"prefix_map_full":0,` +
-		extra + `}`
+		`"flows_created":0,"flows_deleted":0,"timestamps_created":0,"timestamps_deleted":0,"summary_map_full":0,` +
+		`"summary_ringbuf_full":0,"summaries_sent":0,` + extra + `}`
 }
 
 // TestStatsTelemetry checks the self-telemetry parts of the stats record:
@@ -791,10 +795,10 @@ func TestStatsTelemetry(t *testing.T) {
 	// Without telemetry (replay) the record is the counters only.
 	bare := *on
 	bare.Process, bare.BPF = nil, nil
-	if js := string(appendStatsJSON(nil, &bare)); !strings.HasSuffix(js, `"prefix_map_full":0}`) {
+	if js := string(appendStatsJSON(nil, &bare)); !strings.HasSuffix(js, `"summaries_sent":1}`) {
 		t.Errorf("without telemetry: %s", js)
 	}
-	if line := string(appendStatsLine(nil, &bare, time.UTC)); !strings.HasSuffix(line, " prefix_map_full=0\n") {
+	if line := string(appendStatsLine(nil, &bare, time.UTC)); !strings.HasSuffix(line, " summaries_sent=1\n") {
 		t.Errorf("without telemetry: %s", line)
 	}
 }

@@ -49,28 +49,70 @@ type RttscopeAggStats struct {
 	Reserved uint32
 }
 
-type RttscopeCounters struct {
-	_                  structs.HostLayout
-	Packets            uint64
-	RttEvents          uint64
-	FlowEvents         uint64
-	RingbufFull        uint64
-	FlowsCreated       uint64
-	FlowsDeleted       uint64
-	FlowMapFull        uint64
-	FlowsTimedOut      uint64
-	TsCreated          uint64
-	TsDeleted          uint64
-	TsMapFull          uint64
-	TsExpired          uint64
-	FlowsEvicted       uint64
-	TsEvicted          uint64
-	AggSamples         uint64
-	AggMapFull         uint64
-	SummaryMapFull     uint64
-	SummaryRingbufFull uint64
-	SummariesSent      uint64
+type RttscopeCounter uint32
+
+const (
+	RttscopeCounterCOUNTER_PACKETS              RttscopeCounter = 0
+	RttscopeCounterCOUNTER_RTT_EVENTS           RttscopeCounter = 1
+	RttscopeCounterCOUNTER_FLOW_EVENTS          RttscopeCounter = 2
+	RttscopeCounterCOUNTER_RINGBUF_FULL         RttscopeCounter = 3
+	RttscopeCounterCOUNTER_FLOWS_CREATED        RttscopeCounter = 4
+	RttscopeCounterCOUNTER_FLOWS_DELETED        RttscopeCounter = 5
+	RttscopeCounterCOUNTER_FLOW_MAP_FULL        RttscopeCounter = 6
+	RttscopeCounterCOUNTER_FLOWS_TIMED_OUT      RttscopeCounter = 7
+	RttscopeCounterCOUNTER_TS_CREATED           RttscopeCounter = 8
+	RttscopeCounterCOUNTER_TS_DELETED           RttscopeCounter = 9
+	RttscopeCounterCOUNTER_TS_MAP_FULL          RttscopeCounter = 10
+	RttscopeCounterCOUNTER_TS_EXPIRED           RttscopeCounter = 11
+	RttscopeCounterCOUNTER_FLOWS_EVICTED        RttscopeCounter = 12
+	RttscopeCounterCOUNTER_TS_EVICTED           RttscopeCounter = 13
+	RttscopeCounterCOUNTER_AGG_SAMPLES          RttscopeCounter = 14
+	RttscopeCounterCOUNTER_AGG_MAP_FULL         RttscopeCounter = 15
+	RttscopeCounterCOUNTER_SUMMARY_MAP_FULL     RttscopeCounter = 16
+	RttscopeCounterCOUNTER_SUMMARY_RINGBUF_FULL RttscopeCounter = 17
+	RttscopeCounterCOUNTER_SUMMARIES_SENT       RttscopeCounter = 18
+	RttscopeCounterCOUNTER_NR                   RttscopeCounter = 19
+)
+
+type RttscopeEventType uint32
+
+const (
+	RttscopeEventTypeEVENT_TYPE_RTT          RttscopeEventType = 1
+	RttscopeEventTypeEVENT_TYPE_FLOW         RttscopeEventType = 2
+	RttscopeEventTypeEVENT_TYPE_FLOW_SUMMARY RttscopeEventType = 3
+)
+
+type RttscopeFlowEvent struct {
+	_              structs.HostLayout
+	EventType      uint32
+	Ifindex        uint32
+	Timestamp      uint64
+	Flow           RttscopeNetworkTuple
+	FlowEventType  uint8
+	Reason         uint8
+	TriggeredBySrc uint8
+	Reserved       uint8
 }
+
+type RttscopeFlowEventReason uint32
+
+const (
+	RttscopeFlowEventReasonEVENT_REASON_NONE           RttscopeFlowEventReason = 0
+	RttscopeFlowEventReasonEVENT_REASON_SYN            RttscopeFlowEventReason = 1
+	RttscopeFlowEventReasonEVENT_REASON_SYN_ACK        RttscopeFlowEventReason = 2
+	RttscopeFlowEventReasonEVENT_REASON_FIRST_OBS_PCKT RttscopeFlowEventReason = 3
+	RttscopeFlowEventReasonEVENT_REASON_FIN            RttscopeFlowEventReason = 4
+	RttscopeFlowEventReasonEVENT_REASON_RST            RttscopeFlowEventReason = 5
+	RttscopeFlowEventReasonEVENT_REASON_FLOW_TIMEOUT   RttscopeFlowEventReason = 6
+)
+
+type RttscopeFlowEventType uint32
+
+const (
+	RttscopeFlowEventTypeFLOW_EVENT_NONE    RttscopeFlowEventType = 0
+	RttscopeFlowEventTypeFLOW_EVENT_OPENING RttscopeFlowEventType = 1
+	RttscopeFlowEventTypeFLOW_EVENT_CLOSING RttscopeFlowEventType = 2
+)
 
 type RttscopeFlowState struct {
 	_   structs.HostLayout
@@ -108,39 +150,78 @@ type RttscopeFlowSummary struct {
 	}
 }
 
-type RttscopePacketId struct {
-	_    structs.HostLayout
-	Flow struct {
-		_     structs.HostLayout
-		Saddr struct {
-			_  structs.HostLayout
-			Ip struct {
-				_    structs.HostLayout
-				In6U struct {
-					_       structs.HostLayout
-					U6Addr8 [16]uint8
-				}
-			}
-			Port     uint16
-			Reserved uint16
-		}
-		Daddr struct {
-			_  structs.HostLayout
-			Ip struct {
-				_    structs.HostLayout
-				In6U struct {
-					_       structs.HostLayout
-					U6Addr8 [16]uint8
-				}
-			}
-			Port     uint16
-			Reserved uint16
-		}
-		Proto    uint16
-		Ipv      uint8
-		Reserved uint8
+type RttscopeFlowSummaryEvent struct {
+	_         structs.HostLayout
+	EventType uint32
+	Reason    uint32
+	Timestamp uint64
+	Flow      RttscopeNetworkTuple
+	Reserved  uint32
+	Start     uint64
+	Dir       [2]struct {
+		_        structs.HostLayout
+		Pkts     uint64
+		Bytes    uint64
+		Count    uint64
+		Sum      uint64
+		Min      uint64
+		Max      uint64
+		Hist     [217]uint16
+		Reserved [3]uint16
 	}
+}
+
+type RttscopeNetworkTuple struct {
+	_     structs.HostLayout
+	Saddr struct {
+		_  structs.HostLayout
+		Ip struct {
+			_    structs.HostLayout
+			In6U struct {
+				_       structs.HostLayout
+				U6Addr8 [16]uint8
+			}
+		}
+		Port     uint16
+		Reserved uint16
+	}
+	Daddr struct {
+		_  structs.HostLayout
+		Ip struct {
+			_    structs.HostLayout
+			In6U struct {
+				_       structs.HostLayout
+				U6Addr8 [16]uint8
+			}
+		}
+		Port     uint16
+		Reserved uint16
+	}
+	Proto    uint16
+	Ipv      uint8
+	Reserved uint8
+}
+
+type RttscopePacketId struct {
+	_          structs.HostLayout
+	Flow       RttscopeNetworkTuple
 	Identifier uint32
+}
+
+type RttscopeRttEvent struct {
+	_             structs.HostLayout
+	EventType     uint32
+	Ifindex       uint32
+	Timestamp     uint64
+	Flow          RttscopeNetworkTuple
+	MatchOnEgress uint32
+	Rtt           uint64
+	MinRtt        uint64
+	Srtt          uint64
+	SentPkts      uint64
+	SentBytes     uint64
+	RecPkts       uint64
+	RecBytes      uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -150,12 +231,12 @@ const (
 	RttscopeMapAggMap0                    = "agg_map0"
 	RttscopeMapAggMap1                    = "agg_map1"
 	RttscopeMapAggZero                    = "agg_zero"
+	RttscopeMapCounters                   = "counters"
 	RttscopeMapEvents                     = "events"
 	RttscopeMapFlowMap                    = "flow_map"
 	RttscopeMapFlowRing                   = "flow_ring"
 	RttscopeMapFlowZero                   = "flow_zero"
 	RttscopeMapL3Ifaces                   = "l3_ifaces"
-	RttscopeMapPercpuCounters             = "percpu_counters"
 	RttscopeMapSummaries                  = "summaries"
 	RttscopeMapSummaryMap                 = "summary_map"
 	RttscopeMapSummaryScratch             = "summary_scratch"
@@ -252,12 +333,12 @@ type RttscopeMapSpecs struct {
 	AggMap0        *ebpf.MapSpec `ebpf:"agg_map0"`
 	AggMap1        *ebpf.MapSpec `ebpf:"agg_map1"`
 	AggZero        *ebpf.MapSpec `ebpf:"agg_zero"`
+	Counters       *ebpf.MapSpec `ebpf:"counters"`
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	FlowMap        *ebpf.MapSpec `ebpf:"flow_map"`
 	FlowRing       *ebpf.MapSpec `ebpf:"flow_ring"`
 	FlowZero       *ebpf.MapSpec `ebpf:"flow_zero"`
 	L3Ifaces       *ebpf.MapSpec `ebpf:"l3_ifaces"`
-	PercpuCounters *ebpf.MapSpec `ebpf:"percpu_counters"`
 	Summaries      *ebpf.MapSpec `ebpf:"summaries"`
 	SummaryMap     *ebpf.MapSpec `ebpf:"summary_map"`
 	SummaryScratch *ebpf.MapSpec `ebpf:"summary_scratch"`
@@ -314,12 +395,12 @@ type RttscopeMaps struct {
 	AggMap0        *ebpf.Map `ebpf:"agg_map0"`
 	AggMap1        *ebpf.Map `ebpf:"agg_map1"`
 	AggZero        *ebpf.Map `ebpf:"agg_zero"`
+	Counters       *ebpf.Map `ebpf:"counters"`
 	Events         *ebpf.Map `ebpf:"events"`
 	FlowMap        *ebpf.Map `ebpf:"flow_map"`
 	FlowRing       *ebpf.Map `ebpf:"flow_ring"`
 	FlowZero       *ebpf.Map `ebpf:"flow_zero"`
 	L3Ifaces       *ebpf.Map `ebpf:"l3_ifaces"`
-	PercpuCounters *ebpf.Map `ebpf:"percpu_counters"`
 	Summaries      *ebpf.Map `ebpf:"summaries"`
 	SummaryMap     *ebpf.Map `ebpf:"summary_map"`
 	SummaryScratch *ebpf.Map `ebpf:"summary_scratch"`
@@ -333,12 +414,12 @@ func (m *RttscopeMaps) Close() error {
 		m.AggMap0,
 		m.AggMap1,
 		m.AggZero,
+		m.Counters,
 		m.Events,
 		m.FlowMap,
 		m.FlowRing,
 		m.FlowZero,
 		m.L3Ifaces,
-		m.PercpuCounters,
 		m.Summaries,
 		m.SummaryMap,
 		m.SummaryScratch,

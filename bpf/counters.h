@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Kernel-side counters: one slot of a per-CPU array per counter, summed by
+ * user space in one loop. bpf2go exports enum counter to Go (-type counter),
+ * and a test there fails when a counter has no name in the stats record, so
+ * a counter added here reaches the user. */
+#ifndef RTTSCOPE_COUNTERS_H
+#define RTTSCOPE_COUNTERS_H
+
+#include "common.h"
+
+enum counter {
+	COUNTER_PACKETS, /* packets the programs looked at */
+	COUNTER_RTT_EVENTS, /* events sent to user space */
+	COUNTER_FLOW_EVENTS,
+	COUNTER_RINGBUF_FULL, /* events dropped: no room in the ring buffer */
+	COUNTER_FLOWS_CREATED,
+	COUNTER_FLOWS_DELETED, /* closed, timed out or evicted */
+	COUNTER_FLOW_MAP_FULL, /* flows not created: no room, nothing evicted */
+	COUNTER_FLOWS_TIMED_OUT,
+	COUNTER_TS_CREATED,
+	COUNTER_TS_DELETED, /* matched, expired or evicted */
+	COUNTER_TS_MAP_FULL,
+	COUNTER_TS_EXPIRED,
+	COUNTER_FLOWS_EVICTED, /* replaced to make room (evict.h) */
+	COUNTER_TS_EVICTED,
+	COUNTER_AGG_SAMPLES, /* RTT samples added to a histogram */
+	COUNTER_AGG_MAP_FULL, /* updates lost: no room for a new prefix */
+	COUNTER_SUMMARY_MAP_FULL,
+	COUNTER_SUMMARY_RINGBUF_FULL,
+	COUNTER_SUMMARIES_SENT,
+	COUNTER_NR,
+};
+BTF_EXPORT(enum counter, counter);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, COUNTER_NR);
+} counters SEC(".maps");
+
+/* The only way to bump a counter. A plain increment: the slot is this
+ * CPU's own. Recent verifiers inline the lookup of a per-CPU array, so one
+ * lookup per bump costs a few instructions. */
+static __always_inline void count(enum counter c)
+{
+	__u32 key = c;
+	__u64 *v;
+
+	v = bpf_map_lookup_elem(&counters, &key);
+	if (v)
+		*v += 1;
+}
+
+#endif /* RTTSCOPE_COUNTERS_H */
