@@ -18,7 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rttscope/rttscope/internal/lab"
-	"github.com/rttscope/rttscope/internal/testbin"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // cliBin is the rttscope binary TestMain builds for the command-line tests.
@@ -34,7 +34,7 @@ func cliTestMain(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "removed stale lab namespaces %v (%v)\n", removed, err)
 		}
 	}
-	bin, cleanup, err := testbin.Build()
+	bin, cleanup, err := testutil.Build(testutil.RttscopeCmd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -174,9 +174,7 @@ var (
 
 func needCLILab(t *testing.T) *lab.Lab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root to build a lab")
-	}
+	testutil.RequireRoot(t)
 	cliLabOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

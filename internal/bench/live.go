@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/syncbuf"
-
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
@@ -22,6 +20,7 @@ import (
 	"github.com/rttscope/rttscope/internal/monitor"
 	"github.com/rttscope/rttscope/internal/nsrun"
 	"github.com/rttscope/rttscope/internal/probe"
+	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -281,7 +280,7 @@ func (lb *liveBench) attachEmpty() (*attached, error) {
 func (lb *liveBench) attachRttscope(ctx context.Context) (*attached, error) {
 	mctx, cancel := context.WithCancel(ctx)
 	cw := &countWriter{}
-	log := &syncbuf.Buffer{}
+	log := &testutil.Buffer{}
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {

@@ -19,13 +19,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/syncbuf"
-
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/nsrun"
+	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -454,7 +453,7 @@ type monitorProc struct {
 	path   string        // the monitor's output file
 	exited chan struct{} // closed when the process has exited
 	done   chan error
-	stderr *syncbuf.Buffer
+	stderr *testutil.Buffer
 	rtt    atomic.Uint64
 	flow   atomic.Uint64
 	agg    atomic.Uint64
@@ -473,7 +472,7 @@ func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorPro
 	}
 	path := f.Name()
 	args := append([]string{"monitor", "--netns", lb.lab.Middlebox.Name, "-i", lb.ifname, "-w", path}, monitorArgs(mode)...)
-	m := &monitorProc{done: make(chan error, 1), exited: make(chan struct{}), stderr: &syncbuf.Buffer{}, path: path}
+	m := &monitorProc{done: make(chan error, 1), exited: make(chan struct{}), stderr: &testutil.Buffer{}, path: path}
 	m.cmd = exec.Command(lb.bin, args...)
 	m.cmd.Stderr = m.stderr
 	// Killed with us: Pdeathsig follows the thread that started it, so

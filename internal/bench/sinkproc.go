@@ -15,9 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/syncbuf"
-
 	"github.com/rttscope/rttscope/internal/nsrun"
+	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -77,11 +76,11 @@ type sinkProc struct {
 	port uint16
 	mu   sync.Mutex
 	done chan error
-	errb *syncbuf.Buffer
+	errb *testutil.Buffer
 }
 
 func startSinkProc(bin, netns string, addr netip.Addr) (*sinkProc, error) {
-	p := &sinkProc{done: make(chan error, 1), errb: &syncbuf.Buffer{}}
+	p := &sinkProc{done: make(chan error, 1), errb: &testutil.Buffer{}}
 	p.cmd = exec.Command(bin, SinkCommand, "--netns", netns, "--listen", netip.AddrPortFrom(addr, 0).String())
 	p.cmd.Stderr = p.errb
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

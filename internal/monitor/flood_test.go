@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -32,9 +32,7 @@ import (
 // counters must show evictions, the occupancy must stay within the maps,
 // and nothing may crash.
 func TestFloodKeepsEstablishedFlows(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root for namespaces, BPF and raw sockets")
-	}
+	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("skipping flood test in -short mode")
 	}
