@@ -159,10 +159,20 @@ func TestCLINotRoot(t *testing.T) {
 		{[]string{"monitor", "-i", "lo", "-C", "-I", "xdp"}, []string{"root", "CAP_BPF"}},
 		{[]string{"lab"}, []string{"root"}},
 		{[]string{"demo"}, []string{"root", "sudo"}},
+		{[]string{"bench"}, []string{"root", "sudo"}},
 	} {
 		r := cliRun(t, true, tc.args...)
 		r.wantOneLine(t, tc.args, 1, tc.want...)
 	}
+}
+
+// TestCLINoBenchSink: the load benchmark's TCP sink is a program of its
+// own (internal/cmd/bench-sink), not a command of the binary users
+// install.
+func TestCLINoBenchSink(t *testing.T) {
+	args := []string{"bench-sink", "--listen", "127.0.0.1:0"}
+	r := cliRun(t, false, args...)
+	r.wantOneLine(t, args, 2, "unknown command", "bench-sink")
 }
 
 // The lab the privileged command-line tests run in (one path, no delay).

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,8 +103,8 @@ type LoadWindow struct {
 	BusyCores    float64 `json:"busy_cores"`
 	StealShare   float64 `json:"steal_share"`
 	MonitorCores float64 `json:"monitor_cpu_cores,omitempty"`
-	// BenchCores is this process: traffic generator, sinks and the lab's
-	// user-space delay line.
+	// BenchCores is this process: traffic generator, UDP sink and the
+	// lab's user-space delay line (the TCP sink is a process of its own).
 	BenchCores float64 `json:"bench_cpu_cores"`
 	// Monitor output during the window, and its final kernel counters.
 	RTTRecords       uint64        `json:"rtt_records,omitempty"`
@@ -209,7 +208,7 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 	for _, n := range o.LoadFlows {
 		maxFlows = max(maxFlows, n)
 	}
-	// The sink's sockets are in a child process (see sinkproc.go).
+	// The TCP sink's sockets are in a child process (see sinkproc.go).
 	if err := traffic.RaiseNoFile(uint64(maxFlows + 4096)); err != nil {
 		return err
 	}
@@ -308,7 +307,7 @@ func (lb *loadBench) startTraffic(ctx context.Context, sc loadScenario) error {
 			traffic.UDPFloodOptions{PayloadSize: lb.o.UDPPayload, PPS: lb.o.UDPPPS, Senders: lb.o.UDPSenders})
 		return err
 	}
-	s, err := startSinkProc(lb.bin, l.Servers[0].Name, l.ServerAddr4[0])
+	s, err := startSinkProc(lb.o.sinkBin, l.Servers[0].Name, l.ServerAddr4[0])
 	if err != nil {
 		return err
 	}
@@ -475,24 +474,11 @@ func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorPro
 	m := &monitorProc{done: make(chan error, 1), exited: make(chan struct{}), stderr: &testutil.Buffer{}, path: path}
 	m.cmd = exec.Command(lb.bin, args...)
 	m.cmd.Stderr = m.stderr
-	// Killed with us: Pdeathsig follows the thread that started it, so
-	// that thread stays locked to the waiting goroutine.
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := m.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		werr := m.cmd.Wait()
+	if err := startChild(m.cmd, func(werr error) {
 		close(m.exited)
 		m.readWG.Wait()
 		m.done <- werr
-	}()
-	if err := <-started; err != nil {
+	}); err != nil {
 		f.Close()
 		os.Remove(path)
 		return nil, fmt.Errorf("start %s: %w", lb.bin, err)

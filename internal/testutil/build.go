@@ -17,7 +17,7 @@ const RttscopeCmd = "github.com/rttscope/rttscope/cmd/rttscope"
 // The program is named after the last element of pkg; cleanup removes the
 // directory.
 func Build(pkg string) (bin string, cleanup func(), err error) {
-	dir, err := os.MkdirTemp("", "rttscope-test-bin-")
+	dir, err := os.MkdirTemp("", "rttscope-build-")
 	if err != nil {
 		return "", nil, err
 	}
