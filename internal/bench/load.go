@@ -23,6 +23,7 @@ import (
 
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/nsrun"
+	"github.com/rttscope/rttscope/internal/telemetry"
 	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
@@ -183,7 +184,7 @@ type loadBench struct {
 // loadSnap is one reading of every counter of a window.
 type loadSnap struct {
 	t        time.Time
-	eg, in   progStats
+	eg, in   ebpf.ProgramStats
 	srv, cli netlink.LinkStatistics
 	dlDrops  uint64
 	cpu      procStatCPU
@@ -259,7 +260,7 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 		Bound: bound,
 	}
 
-	restore, method, err := enableStats()
+	restore, method, err := telemetry.EnableBPFStatsOrSysctl()
 	if err != nil {
 		return err
 	}
@@ -415,11 +416,7 @@ func (lb *loadBench) record(res *Result, w LoadWindow) {
 			hook string
 			c    *HookCounters
 		}{{"egress", w.Egress}, {"ingress", w.Ingress}} {
-			v := nan()
-			if h.c != nil && h.c.RunCnt > 0 {
-				v = h.c.NsPerRun
-			}
-			add(h.hook, MetricNsPerPacket, "ns", "bpf_stats", v, false)
+			add(h.hook, MetricNsPerPacket, "ns", "bpf_stats", h.c.nsPerPacket(), false)
 		}
 	}
 	add("", MetricFwdMbit, "Mbit/s", "middlebox server-side interface tx bytes", float64(w.FwdTxBytes)*8/w.Seconds/1e6, true)
@@ -609,10 +606,10 @@ func (lb *loadBench) snap(eg, in *ebpf.Program, m *monitorProc) (loadSnap, error
 	var s loadSnap
 	if eg != nil {
 		var err error
-		if s.eg, err = readStats(eg); err != nil {
+		if s.eg, err = telemetry.ReadProgram(eg); err != nil {
 			return s, err
 		}
-		if s.in, err = readStats(in); err != nil {
+		if s.in, err = telemetry.ReadProgram(in); err != nil {
 			return s, err
 		}
 	}
@@ -703,8 +700,8 @@ func (lb *loadBench) window(ctx context.Context, sc loadScenario, rep int, mode 
 	sec := s1.t.Sub(s0.t).Seconds()
 	w.Seconds = sec
 	if eg != nil {
-		w.Egress = loadHookDelta(s0.eg, s1.eg)
-		w.Ingress = loadHookDelta(s0.in, s1.in)
+		w.Egress = hookDelta(s0.eg, s1.eg)
+		w.Ingress = hookDelta(s0.in, s1.in)
 	}
 	w.FwdTxPackets = s1.srv.TxPackets - s0.srv.TxPackets
 	w.FwdTxBytes = s1.srv.TxBytes - s0.srv.TxBytes
@@ -830,14 +827,4 @@ func nsText(h *HookCounters) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f", h.NsPerRun)
-}
-
-// loadHookDelta is hookDelta with a zero (omitted) ns/run when the
-// program did not run: JSON has no NaN.
-func loadHookDelta(a, b progStats) *HookCounters {
-	h := hookDelta(a, b)
-	if !finite(h.NsPerRun) {
-		h.NsPerRun = 0
-	}
-	return h
 }

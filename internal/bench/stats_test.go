@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/cilium/ebpf"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -90,14 +92,19 @@ func TestRotateAndReverse(t *testing.T) {
 	}
 }
 
-func TestNsPerRun(t *testing.T) {
-	a := progStats{RunTimeNs: 1000, RunCnt: 10}
-	b := progStats{RunTimeNs: 6000, RunCnt: 60}
-	if got := nsPerRun(a, b); got != 100 {
-		t.Errorf("nsPerRun = %v, want 100", got)
+func TestHookDelta(t *testing.T) {
+	a := ebpf.ProgramStats{Runtime: 1000, RunCount: 10, RecursionMisses: 1}
+	b := ebpf.ProgramStats{Runtime: 6000, RunCount: 60, RecursionMisses: 3}
+	want := HookCounters{RunCnt: 50, RunTimeNs: 5000, Misses: 2, NsPerRun: 100}
+	if got := hookDelta(a, b); *got != want || got.nsPerPacket() != 100 {
+		t.Errorf("hookDelta = %+v, want %+v", *got, want)
 	}
-	if got := nsPerRun(a, a); !math.IsNaN(got) {
-		t.Errorf("no runs: nsPerRun = %v, want NaN", got)
+	// Not run: no NaN for JSON, missing in the series.
+	if got := hookDelta(a, a); got.NsPerRun != 0 || !math.IsNaN(got.nsPerPacket()) {
+		t.Errorf("no runs: hookDelta = %+v, nsPerPacket %v; want 0 and NaN", *got, got.nsPerPacket())
+	}
+	if h := (*HookCounters)(nil); !math.IsNaN(h.nsPerPacket()) {
+		t.Error("nothing attached: nsPerPacket must be NaN")
 	}
 }
 
