@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -187,7 +186,7 @@ type loadSnap struct {
 	eg, in   ebpf.ProgramStats
 	srv, cli netlink.LinkStatistics
 	dlDrops  uint64
-	cpu      procStatCPU
+	cpu      cpuTimes
 	monTicks uint64
 	self     uint64
 	sinkB    uint64
@@ -633,7 +632,7 @@ func (lb *loadBench) snap(eg, in *ebpf.Program, m *monitorProc) (loadSnap, error
 	for _, ps := range lb.lab.DelayStats() {
 		s.dlDrops += ps.ToServer.Dropped() + ps.ToClient.Dropped()
 	}
-	s.cpu = readProcStatCPU()
+	s.cpu = readCPUTimes()
 	s.self, _ = procTicks(os.Getpid())
 	if m != nil {
 		s.monTicks, _ = procTicks(m.cmd.Process.Pid)
@@ -722,104 +721,6 @@ func (lb *loadBench) window(ctx context.Context, sc loadScenario, rep int, mode 
 		w.AggregateRecords = s1.agg - s0.agg
 	}
 	return w, nil
-}
-
-// clockTicks is USER_HZ, the unit of /proc/stat and /proc/PID/stat
-// times: 100 on every Linux architecture Go supports.
-const clockTicks = 100
-
-// procStatCPU is the aggregate cpu line of /proc/stat, in clock ticks.
-type procStatCPU struct {
-	Total, Idle, Softirq, Steal uint64
-}
-
-func parseProcStatCPU(text string) (procStatCPU, bool) {
-	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 8 || f[0] != "cpu" {
-			continue
-		}
-		var v [8]uint64
-		for i := 0; i < len(v) && i+1 < len(f); i++ {
-			n, err := strconv.ParseUint(f[i+1], 10, 64)
-			if err != nil {
-				return procStatCPU{}, false
-			}
-			v[i] = n
-		}
-		var c procStatCPU
-		for _, n := range v {
-			c.Total += n
-		}
-		c.Idle = v[3] + v[4]
-		c.Softirq = v[6]
-		c.Steal = v[7]
-		return c, true
-	}
-	return procStatCPU{}, false
-}
-
-func readProcStatCPU() procStatCPU {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return procStatCPU{}
-	}
-	c, _ := parseProcStatCPU(string(b))
-	return c
-}
-
-// cpuCores turns two readings into CPUs' worth of softirq and busy time
-// per second of wall time, and the stolen share of all CPU time.
-func cpuCores(a, b procStatCPU, sec float64) (softirq, busy, steal float64) {
-	if b.Total <= a.Total || sec <= 0 {
-		return nan(), nan(), nan()
-	}
-	d := float64(b.Total - a.Total)
-	steal = float64(b.Steal-a.Steal) / d
-	return float64(b.Softirq-a.Softirq) / clockTicks / sec, (d - float64(b.Idle-a.Idle)) / clockTicks / sec, steal
-}
-
-// parsePidStat returns utime+stime of a /proc/PID/stat text.
-func parsePidStat(text string) (uint64, bool) {
-	// The command name (field 2) may hold spaces: fields count from
-	// after its closing parenthesis.
-	i := strings.LastIndexByte(text, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(text[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, false
-	}
-	u, err1 := strconv.ParseUint(f[11], 10, 64)
-	s, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return u + s, true
-}
-
-func procTicks(pid int) (uint64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	return parsePidStat(string(b))
-}
-
-func procRSSKiB(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 func nsText(h *HookCounters) string {

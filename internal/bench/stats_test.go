@@ -107,22 +107,3 @@ func TestHookDelta(t *testing.T) {
 		t.Error("nothing attached: nsPerPacket must be NaN")
 	}
 }
-
-func TestProcStat(t *testing.T) {
-	text := "cpu  100 5 50 800 20 3 7 15 4 0\ncpu0 50 2 25 400 10 1 3 7 2 0\nintr 1 2 3\n"
-	got, ok := parseProcStat(text)
-	want := cpuTimes{Total: 1000, Idle: 820, Steal: 15}
-	if !ok || got != want {
-		t.Fatalf("parseProcStat = %+v, %v; want %+v", got, ok, want)
-	}
-	if _, ok := parseProcStat("intr 1 2\n"); ok {
-		t.Error("no cpu line must fail")
-	}
-	busy, steal := cpuShares(cpuTimes{Total: 1000, Idle: 500, Steal: 10}, cpuTimes{Total: 2000, Idle: 1250, Steal: 60})
-	if !near(busy, 0.25) || !near(steal, 0.05) {
-		t.Errorf("cpuShares = %v, %v; want 0.25, 0.05", busy, steal)
-	}
-	if b, _ := cpuShares(want, want); !math.IsNaN(b) {
-		t.Errorf("no elapsed time: busy = %v, want NaN", b)
-	}
-}
