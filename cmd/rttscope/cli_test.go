@@ -175,6 +175,20 @@ func TestCLINoBenchSink(t *testing.T) {
 	r.wantOneLine(t, args, 2, "unknown command", "bench-sink")
 }
 
+// TestBinaryLinksNoTestCode: neither the testing package nor a helper
+// program's package is part of the binary users install.
+func TestBinaryLinksNoTestCode(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", testutil.RttscopeCmd).Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "testing" || strings.Contains(pkg, "/internal/cmd/") {
+			t.Errorf("rttscope links %s", pkg)
+		}
+	}
+}
+
 // The lab the privileged command-line tests run in (one path, no delay).
 var (
 	cliLabOnce sync.Once
