@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,30 +15,7 @@ import (
 	"github.com/rttscope/rttscope/internal/lab"
 )
 
-func init() { subcommands = append(subcommands, newBenchCmd, newBenchSinkCmd) }
-
-// newBenchSinkCmd is the hidden helper the load benchmark runs as a child
-// process: a TCP sink for many connections inside a namespace (see
-// internal/bench/sinkproc.go).
-func newBenchSinkCmd() *cobra.Command {
-	var netns, listen string
-	cmd := &cobra.Command{
-		Use:    bench.SinkCommand,
-		Short:  "TCP sink for the load benchmark (internal)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ap, err := netip.ParseAddrPort(listen)
-			if err != nil {
-				return usageError{fmt.Sprintf("invalid --listen %q: %v", listen, err)}
-			}
-			return bench.ServeSink(netns, ap, cmd.InOrStdin(), cmd.OutOrStdout())
-		},
-	}
-	cmd.Flags().StringVar(&netns, "netns", "", "network namespace to listen in")
-	cmd.Flags().StringVar(&listen, "listen", "", "address:port to listen on")
-	return cmd
-}
+func init() { subcommands = append(subcommands, newBenchCmd) }
 
 const benchLong = `Measure what rttscope's BPF programs cost per packet, beside an empty tc
 program, and record the numbers (nothing is asserted):
@@ -68,6 +43,8 @@ Configurations run interleaved inside the run, --reps times each; the
 summary gives median, quartiles and the difference and ratio to the empty
 program. Results go to OUT/NAME-<UTC time>.json and .csv with the machine,
 kernel and commit; a table goes to stdout, progress to stderr. Needs root.
+The load phase's TCP sink is a separate program that the bench builds with
+go build: run the bench from the source tree (make bench).
 See bench/README.md.`
 
 func newBenchCmd() *cobra.Command {
@@ -182,9 +159,6 @@ func newBenchCmd() *cobra.Command {
 }
 
 func runBench(cmd *cobra.Command, o bench.Options, out string) error {
-	if os.Geteuid() != 0 {
-		return errors.New("bench: must run as root (loads BPF programs, creates network namespaces)")
-	}
 	parent := cmd.Context()
 	if parent == nil {
 		parent = context.Background()

@@ -18,7 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rttscope/rttscope/internal/lab"
-	"github.com/rttscope/rttscope/internal/testbin"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // cliBin is the rttscope binary TestMain builds for the command-line tests.
@@ -34,7 +34,7 @@ func cliTestMain(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "removed stale lab namespaces %v (%v)\n", removed, err)
 		}
 	}
-	bin, cleanup, err := testbin.Build()
+	bin, cleanup, err := testutil.Build(testutil.RttscopeCmd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -159,9 +159,33 @@ func TestCLINotRoot(t *testing.T) {
 		{[]string{"monitor", "-i", "lo", "-C", "-I", "xdp"}, []string{"root", "CAP_BPF"}},
 		{[]string{"lab"}, []string{"root"}},
 		{[]string{"demo"}, []string{"root", "sudo"}},
+		{[]string{"bench"}, []string{"root", "sudo"}},
 	} {
 		r := cliRun(t, true, tc.args...)
 		r.wantOneLine(t, tc.args, 1, tc.want...)
+	}
+}
+
+// TestCLINoBenchSink: the load benchmark's TCP sink is a program of its
+// own (internal/cmd/bench-sink), not a command of the binary users
+// install.
+func TestCLINoBenchSink(t *testing.T) {
+	args := []string{"bench-sink", "--listen", "127.0.0.1:0"}
+	r := cliRun(t, false, args...)
+	r.wantOneLine(t, args, 2, "unknown command", "bench-sink")
+}
+
+// TestBinaryLinksNoTestCode: neither the testing package nor a helper
+// program's package is part of the binary users install.
+func TestBinaryLinksNoTestCode(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", testutil.RttscopeCmd).Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "testing" || strings.Contains(pkg, "/internal/cmd/") {
+			t.Errorf("rttscope links %s", pkg)
+		}
 	}
 }
 
@@ -174,9 +198,7 @@ var (
 
 func needCLILab(t *testing.T) *lab.Lab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root to build a lab")
-	}
+	testutil.RequireRoot(t)
 	cliLabOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

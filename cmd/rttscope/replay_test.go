@@ -23,14 +23,8 @@ import (
 	"github.com/rttscope/rttscope/internal/capture"
 	"github.com/rttscope/rttscope/internal/pktcraft"
 	"github.com/rttscope/rttscope/internal/replay/replaytest"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
-
-func replayNeedRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipped: rttscope replay loads BPF programs, which needs root; run with sudo")
-	}
-}
 
 // runReplay runs `rttscope replay ARGS` in-process, as main does, writing
 // the output to a file; it returns the output and the command's error.
@@ -58,7 +52,7 @@ func runReplay(t *testing.T, args ...string) ([]byte, error) {
 // (RTTs to the nanosecond, flow openings and closings, timeouts by capture
 // time, match_on_egress).
 func TestReplayScenario(t *testing.T) {
-	replayNeedRoot(t)
+	testutil.RequireRoot(t)
 	want := replaytest.Expected()
 	replaytest.Sort(want)
 	dir := t.TempDir()
@@ -96,7 +90,7 @@ func TestReplayScenario(t *testing.T) {
 // the same events as json; standard and ppviz have one line per event of
 // their kind; --stats adds a final record timed at the last packet.
 func TestReplayFormats(t *testing.T) {
-	replayNeedRoot(t)
+	testutil.RequireRoot(t)
 	v := replaytest.Variants()[0]
 	path := replaytest.Write(t, t.TempDir(), v)
 	base := append(append([]string{}, replaytest.Args[:len(replaytest.Args)-2]...), v.Args...)
@@ -156,7 +150,7 @@ func TestReplayFormats(t *testing.T) {
 // that decides changes match_on_egress only, never the RTTs: declaring the
 // servers' side local flips every sample.
 func TestReplayDirectionOverride(t *testing.T) {
-	replayNeedRoot(t)
+	testutil.RequireRoot(t)
 	v := replaytest.Variants()[0]
 	path := replaytest.Write(t, t.TempDir(), v)
 	out, err := runReplay(t, append(append([]string{}, replaytest.Args...), "--local-net", "192.0.2.0/24", "--local-net", "2001:db8:2::10", path)...)
@@ -184,7 +178,7 @@ func TestReplayDirectionOverride(t *testing.T) {
 // two-interface pcapng (here the second holds a copy of every packet, as a
 // capture on "any" of a router would).
 func TestReplayInterfaceFilter(t *testing.T) {
-	replayNeedRoot(t)
+	testutil.RequireRoot(t)
 	steps := replaytest.Steps()
 	fr, err := replaytest.Frames(steps, capture.LinkTypeEthernet, true)
 	if err != nil {
@@ -220,7 +214,7 @@ func TestReplayInterfaceFilter(t *testing.T) {
 // TestReplayEmpty: a capture without packets gives an empty, valid
 // document in every format.
 func TestReplayEmpty(t *testing.T) {
-	replayNeedRoot(t)
+	testutil.RequireRoot(t)
 	dir := t.TempDir()
 	for _, f := range []struct{ name, format, want string }{
 		{"e.pcap", "json", "[\n]\n"},
@@ -280,7 +274,7 @@ func TestReplayUsageErrors(t *testing.T) {
 // input: one line naming the file (and packet), after the output of the
 // packets before it, exit code 1.
 func TestReplayBinary(t *testing.T) {
-	replayNeedRoot(t)
+	testutil.RequireRoot(t)
 	bin := cliBin // built by TestMain, runnable as nobody
 	// A directory others can read: the last check runs the binary as nobody.
 	dir, err := os.MkdirTemp("", "rttscope-replay-test-")
@@ -412,7 +406,7 @@ func TestReplayBinary(t *testing.T) {
 // TestReplayShortFrames: records too short for a link-layer header are
 // skipped, not fed (BPF_PROG_TEST_RUN refuses them).
 func TestReplayShortFrames(t *testing.T) {
-	replayNeedRoot(t)
+	testutil.RequireRoot(t)
 	// A raw-IP file with an empty record and a 1-byte record between
 	// two echo packets: both are skipped, the sample survives.
 	req := pktcraft.Packet{NoEthernet: true, Src: replaytest.Client4, Dst: replaytest.Server4b, ICMPEcho: &pktcraft.ICMPEcho{ID: 9, Seq: 1}}.MustBytes()

@@ -71,6 +71,9 @@ type Options struct {
 	EventsDuration time.Duration // concurrent producer/consumer window
 	// Progress receives one line per step (nil: discarded).
 	Progress io.Writer
+
+	// sinkBin is the TCP sink program of the load phase, built by Run.
+	sinkBin string
 }
 
 // DefaultOptions finish in about a minute and a half on a 2-vCPU machine.
@@ -156,6 +159,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if err := kernel.CheckRequired(); err != nil {
 		return nil, err
+	}
+	if o.Load && len(o.LoadFlows) > 0 {
+		// Before any phase: without go and the source tree, fail now.
+		o.progress("load: building the TCP sink (%s)", sinkCmd)
+		bin, cleanup, err := buildSink()
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		o.sinkBin = bin
 	}
 	start := time.Now()
 	res := &Result{

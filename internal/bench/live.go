@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/syncbuf"
-
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
@@ -22,6 +20,8 @@ import (
 	"github.com/rttscope/rttscope/internal/monitor"
 	"github.com/rttscope/rttscope/internal/nsrun"
 	"github.com/rttscope/rttscope/internal/probe"
+	"github.com/rttscope/rttscope/internal/telemetry"
+	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -89,7 +89,7 @@ type liveBench struct {
 // snapshot is one reading of every counter of a window.
 type snapshot struct {
 	t       time.Time
-	eg, in  progStats
+	eg, in  ebpf.ProgramStats
 	ifs     netlink.LinkStatistics
 	sink    uint64
 	dlDrops uint64
@@ -135,7 +135,7 @@ func runLive(ctx context.Context, o *Options, res *Result) (err error) {
 	}
 	defer lb.sink.Close()
 
-	restore, method, err := enableStats()
+	restore, method, err := telemetry.EnableBPFStatsOrSysctl()
 	if err != nil {
 		return err
 	}
@@ -220,11 +220,7 @@ func (lb *liveBench) record(res *Result, w LiveWindow) {
 			if w.Program != ProgEmpty {
 				s.Baseline = id(ProgEmpty, h.hook, MetricNsPerPacket)
 			}
-			if h.c != nil {
-				s.Add(h.c.NsPerRun)
-			} else {
-				s.Add(nan())
-			}
+			s.Add(h.c.nsPerPacket())
 		}
 		s := res.series(GroupLive, CaseTCPBulk, w.Program, h.hook, MetricPacketsPerS, "packets/s", "interface counters, "+mode)
 		if w.Program != ProgNone && !lb.o.NoLiveBaseline {
@@ -281,7 +277,7 @@ func (lb *liveBench) attachEmpty() (*attached, error) {
 func (lb *liveBench) attachRttscope(ctx context.Context) (*attached, error) {
 	mctx, cancel := context.WithCancel(ctx)
 	cw := &countWriter{}
-	log := &syncbuf.Buffer{}
+	log := &testutil.Buffer{}
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -380,10 +376,10 @@ func (lb *liveBench) snapshot(a *attached) (snapshot, error) {
 	s := snapshot{sink: lb.sink.Bytes()}
 	if a.eg != nil {
 		var err error
-		if s.eg, err = readStats(a.eg); err != nil {
+		if s.eg, err = telemetry.ReadProgram(a.eg); err != nil {
 			return s, err
 		}
-		if s.in, err = readStats(a.in); err != nil {
+		if s.in, err = telemetry.ReadProgram(a.in); err != nil {
 			return s, err
 		}
 	}
@@ -510,13 +506,27 @@ func (lb *liveBench) window(ctx context.Context, rep int, prog string) (w LiveWi
 	return w, nil
 }
 
-func hookDelta(a, b progStats) *HookCounters {
-	return &HookCounters{
-		RunCnt:    b.RunCnt - a.RunCnt,
-		RunTimeNs: b.RunTimeNs - a.RunTimeNs,
-		Misses:    b.Misses - a.Misses,
-		NsPerRun:  nsPerRun(a, b),
+// hookDelta is a program's accounting between readings a and b. NsPerRun
+// stays 0 (omitted: JSON has no NaN) when the program did not run.
+func hookDelta(a, b ebpf.ProgramStats) *HookCounters {
+	h := &HookCounters{
+		RunCnt:    b.RunCount - a.RunCount,
+		RunTimeNs: uint64((b.Runtime - a.Runtime).Nanoseconds()),
+		Misses:    b.RecursionMisses - a.RecursionMisses,
 	}
+	if b.RunCount > a.RunCount && b.Runtime >= a.Runtime {
+		h.NsPerRun = float64(h.RunTimeNs) / float64(h.RunCnt)
+	}
+	return h
+}
+
+// nsPerPacket is the series value of a hook's window: NaN (missing) when
+// nothing was attached or the program did not run.
+func (h *HookCounters) nsPerPacket() float64 {
+	if h == nil || h.RunCnt == 0 {
+		return nan()
+	}
+	return h.NsPerRun
 }
 
 // countWriter is a format.Writer that counts events and keeps the last

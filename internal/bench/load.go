@@ -11,21 +11,19 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/syncbuf"
-
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/nsrun"
+	"github.com/rttscope/rttscope/internal/telemetry"
+	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -105,8 +103,8 @@ type LoadWindow struct {
 	BusyCores    float64 `json:"busy_cores"`
 	StealShare   float64 `json:"steal_share"`
 	MonitorCores float64 `json:"monitor_cpu_cores,omitempty"`
-	// BenchCores is this process: traffic generator, sinks and the lab's
-	// user-space delay line.
+	// BenchCores is this process: traffic generator, UDP sink and the
+	// lab's user-space delay line (the TCP sink is a process of its own).
 	BenchCores float64 `json:"bench_cpu_cores"`
 	// Monitor output during the window, and its final kernel counters.
 	RTTRecords       uint64        `json:"rtt_records,omitempty"`
@@ -185,10 +183,10 @@ type loadBench struct {
 // loadSnap is one reading of every counter of a window.
 type loadSnap struct {
 	t        time.Time
-	eg, in   progStats
+	eg, in   ebpf.ProgramStats
 	srv, cli netlink.LinkStatistics
 	dlDrops  uint64
-	cpu      procStatCPU
+	cpu      cpuTimes
 	monTicks uint64
 	self     uint64
 	sinkB    uint64
@@ -210,7 +208,7 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 	for _, n := range o.LoadFlows {
 		maxFlows = max(maxFlows, n)
 	}
-	// The sink's sockets are in a child process (see sinkproc.go).
+	// The TCP sink's sockets are in a child process (see sinkproc.go).
 	if err := traffic.RaiseNoFile(uint64(maxFlows + 4096)); err != nil {
 		return err
 	}
@@ -261,7 +259,7 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 		Bound: bound,
 	}
 
-	restore, method, err := enableStats()
+	restore, method, err := telemetry.EnableBPFStatsOrSysctl()
 	if err != nil {
 		return err
 	}
@@ -309,7 +307,7 @@ func (lb *loadBench) startTraffic(ctx context.Context, sc loadScenario) error {
 			traffic.UDPFloodOptions{PayloadSize: lb.o.UDPPayload, PPS: lb.o.UDPPPS, Senders: lb.o.UDPSenders})
 		return err
 	}
-	s, err := startSinkProc(lb.bin, l.Servers[0].Name, l.ServerAddr4[0])
+	s, err := startSinkProc(lb.o.sinkBin, l.Servers[0].Name, l.ServerAddr4[0])
 	if err != nil {
 		return err
 	}
@@ -417,11 +415,7 @@ func (lb *loadBench) record(res *Result, w LoadWindow) {
 			hook string
 			c    *HookCounters
 		}{{"egress", w.Egress}, {"ingress", w.Ingress}} {
-			v := nan()
-			if h.c != nil && h.c.RunCnt > 0 {
-				v = h.c.NsPerRun
-			}
-			add(h.hook, MetricNsPerPacket, "ns", "bpf_stats", v, false)
+			add(h.hook, MetricNsPerPacket, "ns", "bpf_stats", h.c.nsPerPacket(), false)
 		}
 	}
 	add("", MetricFwdMbit, "Mbit/s", "middlebox server-side interface tx bytes", float64(w.FwdTxBytes)*8/w.Seconds/1e6, true)
@@ -454,7 +448,7 @@ type monitorProc struct {
 	path   string        // the monitor's output file
 	exited chan struct{} // closed when the process has exited
 	done   chan error
-	stderr *syncbuf.Buffer
+	stderr *testutil.Buffer
 	rtt    atomic.Uint64
 	flow   atomic.Uint64
 	agg    atomic.Uint64
@@ -473,27 +467,14 @@ func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorPro
 	}
 	path := f.Name()
 	args := append([]string{"monitor", "--netns", lb.lab.Middlebox.Name, "-i", lb.ifname, "-w", path}, monitorArgs(mode)...)
-	m := &monitorProc{done: make(chan error, 1), exited: make(chan struct{}), stderr: &syncbuf.Buffer{}, path: path}
+	m := &monitorProc{done: make(chan error, 1), exited: make(chan struct{}), stderr: &testutil.Buffer{}, path: path}
 	m.cmd = exec.Command(lb.bin, args...)
 	m.cmd.Stderr = m.stderr
-	// Killed with us: Pdeathsig follows the thread that started it, so
-	// that thread stays locked to the waiting goroutine.
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := m.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		werr := m.cmd.Wait()
+	if err := startChild(m.cmd, func(werr error) {
 		close(m.exited)
 		m.readWG.Wait()
 		m.done <- werr
-	}()
-	if err := <-started; err != nil {
+	}); err != nil {
 		f.Close()
 		os.Remove(path)
 		return nil, fmt.Errorf("start %s: %w", lb.bin, err)
@@ -624,10 +605,10 @@ func (lb *loadBench) snap(eg, in *ebpf.Program, m *monitorProc) (loadSnap, error
 	var s loadSnap
 	if eg != nil {
 		var err error
-		if s.eg, err = readStats(eg); err != nil {
+		if s.eg, err = telemetry.ReadProgram(eg); err != nil {
 			return s, err
 		}
-		if s.in, err = readStats(in); err != nil {
+		if s.in, err = telemetry.ReadProgram(in); err != nil {
 			return s, err
 		}
 	}
@@ -651,7 +632,7 @@ func (lb *loadBench) snap(eg, in *ebpf.Program, m *monitorProc) (loadSnap, error
 	for _, ps := range lb.lab.DelayStats() {
 		s.dlDrops += ps.ToServer.Dropped() + ps.ToClient.Dropped()
 	}
-	s.cpu = readProcStatCPU()
+	s.cpu = readCPUTimes()
 	s.self, _ = procTicks(os.Getpid())
 	if m != nil {
 		s.monTicks, _ = procTicks(m.cmd.Process.Pid)
@@ -718,8 +699,8 @@ func (lb *loadBench) window(ctx context.Context, sc loadScenario, rep int, mode 
 	sec := s1.t.Sub(s0.t).Seconds()
 	w.Seconds = sec
 	if eg != nil {
-		w.Egress = loadHookDelta(s0.eg, s1.eg)
-		w.Ingress = loadHookDelta(s0.in, s1.in)
+		w.Egress = hookDelta(s0.eg, s1.eg)
+		w.Ingress = hookDelta(s0.in, s1.in)
 	}
 	w.FwdTxPackets = s1.srv.TxPackets - s0.srv.TxPackets
 	w.FwdTxBytes = s1.srv.TxBytes - s0.srv.TxBytes
@@ -742,117 +723,9 @@ func (lb *loadBench) window(ctx context.Context, sc loadScenario, rep int, mode 
 	return w, nil
 }
 
-// clockTicks is USER_HZ, the unit of /proc/stat and /proc/PID/stat
-// times: 100 on every Linux architecture Go supports.
-const clockTicks = 100
-
-// procStatCPU is the aggregate cpu line of /proc/stat, in clock ticks.
-type procStatCPU struct {
-	Total, Idle, Softirq, Steal uint64
-}
-
-func parseProcStatCPU(text string) (procStatCPU, bool) {
-	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 8 || f[0] != "cpu" {
-			continue
-		}
-		var v [8]uint64
-		for i := 0; i < len(v) && i+1 < len(f); i++ {
-			n, err := strconv.ParseUint(f[i+1], 10, 64)
-			if err != nil {
-				return procStatCPU{}, false
-			}
-			v[i] = n
-		}
-		var c procStatCPU
-		for _, n := range v {
-			c.Total += n
-		}
-		c.Idle = v[3] + v[4]
-		c.Softirq = v[6]
-		c.Steal = v[7]
-		return c, true
-	}
-	return procStatCPU{}, false
-}
-
-func readProcStatCPU() procStatCPU {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return procStatCPU{}
-	}
-	c, _ := parseProcStatCPU(string(b))
-	return c
-}
-
-// cpuCores turns two readings into CPUs' worth of softirq and busy time
-// per second of wall time, and the stolen share of all CPU time.
-func cpuCores(a, b procStatCPU, sec float64) (softirq, busy, steal float64) {
-	if b.Total <= a.Total || sec <= 0 {
-		return nan(), nan(), nan()
-	}
-	d := float64(b.Total - a.Total)
-	steal = float64(b.Steal-a.Steal) / d
-	return float64(b.Softirq-a.Softirq) / clockTicks / sec, (d - float64(b.Idle-a.Idle)) / clockTicks / sec, steal
-}
-
-// parsePidStat returns utime+stime of a /proc/PID/stat text.
-func parsePidStat(text string) (uint64, bool) {
-	// The command name (field 2) may hold spaces: fields count from
-	// after its closing parenthesis.
-	i := strings.LastIndexByte(text, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(text[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, false
-	}
-	u, err1 := strconv.ParseUint(f[11], 10, 64)
-	s, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return u + s, true
-}
-
-func procTicks(pid int) (uint64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	return parsePidStat(string(b))
-}
-
-func procRSSKiB(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
 func nsText(h *HookCounters) string {
 	if h == nil || h.RunCnt == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f", h.NsPerRun)
-}
-
-// loadHookDelta is hookDelta with a zero (omitted) ns/run when the
-// program did not run: JSON has no NaN.
-func loadHookDelta(a, b progStats) *HookCounters {
-	h := hookDelta(a, b)
-	if !finite(h.NsPerRun) {
-		h.NsPerRun = 0
-	}
-	return h
 }

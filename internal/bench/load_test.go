@@ -9,37 +9,6 @@ import (
 	"time"
 )
 
-func TestParsePidStat(t *testing.T) {
-	// Field 2 may hold spaces and parentheses.
-	text := "4242 (rtt scope (x)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 123 45 0 0 20 0 8 0 100 0 0"
-	got, ok := parsePidStat(text)
-	if !ok || got != 168 {
-		t.Fatalf("parsePidStat = %d, %v; want 168, true", got, ok)
-	}
-	if _, ok := parsePidStat("4242 (x) S 1"); ok {
-		t.Error("parsePidStat accepted a short line")
-	}
-}
-
-func TestParseProcStatCPU(t *testing.T) {
-	text := "cpu  100 5 50 800 20 3 12 10 0 0\ncpu0 50 2 25 400 10 1 6 5 0 0\n"
-	got, ok := parseProcStatCPU(text)
-	want := procStatCPU{Total: 1000, Idle: 820, Softirq: 12, Steal: 10}
-	if !ok || got != want {
-		t.Fatalf("parseProcStatCPU = %+v, %v; want %+v", got, ok, want)
-	}
-	// 2 s of a 2-CPU machine: 400 ticks; 40 of softirq, 100 idle.
-	a := procStatCPU{Total: 1000, Idle: 500, Softirq: 10, Steal: 0}
-	b := procStatCPU{Total: 1400, Idle: 600, Softirq: 50, Steal: 4}
-	si, busy, steal := cpuCores(a, b, 2)
-	if math.Abs(si-0.2) > 1e-9 || math.Abs(busy-1.5) > 1e-9 || math.Abs(steal-0.01) > 1e-9 {
-		t.Errorf("cpuCores = %v, %v, %v; want 0.2, 1.5, 0.01", si, busy, steal)
-	}
-	if si, _, _ := cpuCores(b, a, 2); !math.IsNaN(si) {
-		t.Errorf("cpuCores backwards = %v, want NaN", si)
-	}
-}
-
 func TestMonitorArgs(t *testing.T) {
 	for mode, want := range map[string]string{
 		ModePerSample:  "--rate-limit 0",

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os/exec"
 	"runtime"
@@ -15,58 +14,46 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/syncbuf"
-
-	"github.com/rttscope/rttscope/internal/nsrun"
-	"github.com/rttscope/rttscope/internal/traffic"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
-// The TCP sink of the load phase runs in a child process (the hidden
-// `rttscope bench-sink` command): one process may hold only RLIMIT_NOFILE
-// descriptors, and where the hard limit cannot be raised (no
-// CAP_SYS_RESOURCE) 10,000 client sockets plus 10,000 accepted ones do
-// not fit in one.
+// The TCP sink of the load phase runs in a child process, the program
+// internal/cmd/bench-sink (its doc comment says why and gives the line
+// protocol spoken over its stdin and stdout). It is not part of the
+// rttscope binary: the bench builds it from the source tree.
 
-// SinkCommand is the name of the hidden subcommand that runs ServeSink.
-const SinkCommand = "bench-sink"
+// sinkCmd is the import path of the sink program.
+const sinkCmd = "github.com/rttscope/rttscope/internal/cmd/bench-sink"
 
-// ServeSink is the child's side: it listens on addr inside the named
-// network namespace, writes "port N" on out, then answers every line
-// read from in with "ACCEPTED ACTIVE BYTES", until in is closed.
-func ServeSink(netns string, addr netip.AddrPort, in io.Reader, out io.Writer) error {
-	if err := traffic.RaiseNoFile(maxNoFile()); err != nil {
-		return err
+// buildSink compiles the sink program into a temp dir that cleanup
+// removes.
+func buildSink() (bin string, cleanup func(), err error) {
+	bin, cleanup, err = testutil.Build(sinkCmd)
+	if err != nil {
+		return "", nil, fmt.Errorf("the TCP load scenarios run their sink as a separate program built with go: "+
+			"run the bench from the rttscope source tree with go on PATH (make bench), or leave the load phase out (--only test_run,live,events): %w", err)
 	}
-	var ln *net.TCPListener
-	if err := nsrun.Named(netns, func() error {
-		var err error
-		ln, err = net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
-		return err
-	}); err != nil {
-		return fmt.Errorf("listen on %s in %s: %w", addr, netns, err)
-	}
-	s := traffic.ServeManySink(ln)
-	defer s.Close()
-	if _, err := fmt.Fprintf(out, "port %d\n", s.Addr().Port()); err != nil {
-		return err
-	}
-	sc := bufio.NewScanner(in)
-	for sc.Scan() {
-		if _, err := fmt.Fprintf(out, "%d %d %d\n", s.Conns(), s.Active(), s.Bytes()); err != nil {
-			return err
-		}
-	}
-	return sc.Err()
+	return bin, cleanup, nil
 }
 
-// maxNoFile is the hard RLIMIT_NOFILE (what an unprivileged raise may
-// reach).
-func maxNoFile() uint64 {
-	var r syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
-		return 1024
-	}
-	return r.Max
+// startChild starts cmd so that it dies with this process: Pdeathsig
+// follows the thread that forked the child, so that thread stays locked
+// to a goroutine that waits for the child, then calls exited with Wait's
+// error.
+func startChild(cmd *exec.Cmd, exited func(error)) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited(cmd.Wait())
+	}()
+	return <-started
 }
 
 // sinkProc is the parent's handle on a sink child.
@@ -77,14 +64,15 @@ type sinkProc struct {
 	port uint16
 	mu   sync.Mutex
 	done chan error
-	errb *syncbuf.Buffer
+	errb *testutil.Buffer
 }
 
+// startSinkProc runs the sink program bin listening on addr (any port)
+// inside the named namespace.
 func startSinkProc(bin, netns string, addr netip.Addr) (*sinkProc, error) {
-	p := &sinkProc{done: make(chan error, 1), errb: &syncbuf.Buffer{}}
-	p.cmd = exec.Command(bin, SinkCommand, "--netns", netns, "--listen", netip.AddrPortFrom(addr, 0).String())
+	p := &sinkProc{done: make(chan error, 1), errb: &testutil.Buffer{}}
+	p.cmd = exec.Command(bin, "--netns", netns, "--listen", netip.AddrPortFrom(addr, 0).String())
 	p.cmd.Stderr = p.errb
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var err error
 	if p.in, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -94,20 +82,8 @@ func startSinkProc(bin, netns string, addr netip.Addr) (*sinkProc, error) {
 		return nil, err
 	}
 	p.out = bufio.NewReader(out)
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig follows the starting thread: keep it.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := p.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.done <- p.cmd.Wait()
-	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("start %s %s: %w", bin, SinkCommand, err)
+	if err := startChild(p.cmd, func(err error) { p.done <- err }); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	line, err := p.out.ReadString('\n')
 	if err == nil {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/cilium/ebpf"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -90,32 +92,18 @@ func TestRotateAndReverse(t *testing.T) {
 	}
 }
 
-func TestNsPerRun(t *testing.T) {
-	a := progStats{RunTimeNs: 1000, RunCnt: 10}
-	b := progStats{RunTimeNs: 6000, RunCnt: 60}
-	if got := nsPerRun(a, b); got != 100 {
-		t.Errorf("nsPerRun = %v, want 100", got)
+func TestHookDelta(t *testing.T) {
+	a := ebpf.ProgramStats{Runtime: 1000, RunCount: 10, RecursionMisses: 1}
+	b := ebpf.ProgramStats{Runtime: 6000, RunCount: 60, RecursionMisses: 3}
+	want := HookCounters{RunCnt: 50, RunTimeNs: 5000, Misses: 2, NsPerRun: 100}
+	if got := hookDelta(a, b); *got != want || got.nsPerPacket() != 100 {
+		t.Errorf("hookDelta = %+v, want %+v", *got, want)
 	}
-	if got := nsPerRun(a, a); !math.IsNaN(got) {
-		t.Errorf("no runs: nsPerRun = %v, want NaN", got)
+	// Not run: no NaN for JSON, missing in the series.
+	if got := hookDelta(a, a); got.NsPerRun != 0 || !math.IsNaN(got.nsPerPacket()) {
+		t.Errorf("no runs: hookDelta = %+v, nsPerPacket %v; want 0 and NaN", *got, got.nsPerPacket())
 	}
-}
-
-func TestProcStat(t *testing.T) {
-	text := "cpu  100 5 50 800 20 3 7 15 4 0\ncpu0 50 2 25 400 10 1 3 7 2 0\nintr 1 2 3\n"
-	got, ok := parseProcStat(text)
-	want := cpuTimes{Total: 1000, Idle: 820, Steal: 15}
-	if !ok || got != want {
-		t.Fatalf("parseProcStat = %+v, %v; want %+v", got, ok, want)
-	}
-	if _, ok := parseProcStat("intr 1 2\n"); ok {
-		t.Error("no cpu line must fail")
-	}
-	busy, steal := cpuShares(cpuTimes{Total: 1000, Idle: 500, Steal: 10}, cpuTimes{Total: 2000, Idle: 1250, Steal: 60})
-	if !near(busy, 0.25) || !near(steal, 0.05) {
-		t.Errorf("cpuShares = %v, %v; want 0.25, 0.05", busy, steal)
-	}
-	if b, _ := cpuShares(want, want); !math.IsNaN(b) {
-		t.Errorf("no elapsed time: busy = %v, want NaN", b)
+	if h := (*HookCounters)(nil); !math.IsNaN(h.nsPerPacket()) {
+		t.Error("nothing attached: nsPerPacket must be NaN")
 	}
 }

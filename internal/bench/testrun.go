@@ -14,6 +14,7 @@ import (
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
 	"github.com/rttscope/rttscope/internal/probe"
+	"github.com/rttscope/rttscope/internal/telemetry"
 )
 
 // Packet types of the TEST_RUN micro-benchmark.
@@ -295,7 +296,7 @@ func runTestRun(ctx context.Context, o *Options, res *Result) error {
 // program's baseline is its run with the stats off, so the difference is
 // the accounting's cost per run.
 func statsOverhead(frame []byte, progs []runProg, rep, repeat int, mode string, res *Result) (err error) {
-	restore, _, err := enableStats()
+	restore, _, err := telemetry.EnableBPFStatsOrSysctl()
 	if err != nil {
 		return err
 	}

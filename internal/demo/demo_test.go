@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/syncbuf"
-
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -23,13 +22,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(m.Run())
-}
-
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: the demo needs root")
-	}
 }
 
 func checkGone(t *testing.T, names []string) {
@@ -48,8 +40,8 @@ func checkGone(t *testing.T, names []string) {
 // and 40 ms round trip) and checks that the summary's medians match the
 // configured RTTs: a correctness bound (±3 ms), not a performance one.
 func TestDemoMatchesPaths(t *testing.T) {
-	needRoot(t)
-	var out, progress syncbuf.Buffer
+	testutil.RequireRoot(t)
+	var out, progress testutil.Buffer
 	w, err := format.New("standard", &out, format.Options{StatsTo: &progress})
 	if err != nil {
 		t.Fatal(err)
@@ -131,8 +123,8 @@ func TestDemoMatchesPaths(t *testing.T) {
 // traffic phase ends the demo promptly, with the figures so far and the lab
 // torn down.
 func TestDemoCancel(t *testing.T) {
-	needRoot(t)
-	var progress syncbuf.Buffer
+	testutil.RequireRoot(t)
+	var progress testutil.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

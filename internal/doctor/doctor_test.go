@@ -2,19 +2,17 @@ package doctor
 
 import (
 	"bytes"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/rttscope/rttscope/internal/kernel"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // With every optional feature disabled, doctor still finds that rttscope
 // runs, and names each disabled feature and the fallback in use.
 func TestDoctorAllDisabled(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: doctor loads BPF programs, which needs root")
-	}
+	testutil.RequireRoot(t)
 	t.Setenv(kernel.DisableEnv, "all")
 	r := Check()
 	var out bytes.Buffer
@@ -37,9 +35,7 @@ func TestDoctorAllDisabled(t *testing.T) {
 
 // Without disabling anything, the trial loads succeed on this machine.
 func TestDoctorHost(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: doctor loads BPF programs, which needs root")
-	}
+	testutil.RequireRoot(t)
 	t.Setenv(kernel.DisableEnv, "")
 	r := Check()
 	var out bytes.Buffer

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 func TestClassify(t *testing.T) {
@@ -69,9 +71,7 @@ func TestDisable(t *testing.T) {
 // On the machines rttscope is tested on, every required feature is there
 // and every probe gives a definite answer.
 func TestProbesAsRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: probes load BPF programs, which needs root")
-	}
+	testutil.RequireRoot(t)
 	t.Setenv(DisableEnv, "")
 	if err := CheckRequired(); err != nil {
 		t.Fatal(err)

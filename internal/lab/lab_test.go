@@ -14,18 +14,13 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root to create network namespaces")
-	}
-}
+	"github.com/rttscope/rttscope/internal/testutil"
+)
 
 func newTestLab(t *testing.T, cfg Config) *Lab {
 	t.Helper()
-	needRoot(t)
+	testutil.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	l, err := New(ctx, cfg)
@@ -175,7 +170,7 @@ func TestBuildAndTeardown(t *testing.T) {
 }
 
 func TestFailureCleansUp(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t)
 	defer func() { testHook = nil }()
 	for i, step := range []string{"namespaces", "delay-method", "links", "offloads", "addresses", "delay-line", "up", "routes", "neighbours", "netem", "wait-ready"} {
 		prefix := fmt.Sprintf("rtt-lf%d", i)
@@ -201,7 +196,7 @@ func TestFailureCleansUp(t *testing.T) {
 }
 
 func TestCancelDuringSetup(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t)
 	defer func() { testHook = nil }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -326,7 +321,7 @@ func TestDelayLineSteadyState(t *testing.T) {
 }
 
 func TestGOMAXPROCSRestored(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t)
 	before := runtime.GOMAXPROCS(0)
 	l := newTestLab(t, Config{Prefix: "rtt-lg", Paths: []PathSpec{{}, {}}, ForceUserspaceDelay: true})
 	if got := runtime.GOMAXPROCS(0); got < before+2*procsPerLine {
@@ -339,7 +334,7 @@ func TestGOMAXPROCSRestored(t *testing.T) {
 }
 
 func TestCleanupStale(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t)
 	l := newTestLab(t, Config{Prefix: "rtt-ls", Paths: []PathSpec{{}}})
 	marker := filepath.Join(markerDir, l.base)
 	if _, err := os.Stat(marker); err != nil {

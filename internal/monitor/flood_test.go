@@ -2,13 +2,12 @@ package monitor
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"math/rand/v2"
 	"net/netip"
-	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -32,9 +32,7 @@ import (
 // counters must show evictions, the occupancy must stay within the maps,
 // and nothing may crash.
 func TestFloodKeepsEstablishedFlows(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root for namespaces, BPF and raw sockets")
-	}
+	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("skipping flood test in -short mode")
 	}
@@ -61,7 +59,7 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 	cfg.RateLimit = 10 * time.Millisecond
 	cfg.Aggregate, cfg.AggregateInterval = true, time.Second
 
-	var out, log floodBuffer
+	var out, log testutil.Buffer
 	w, err := format.New("jsonl", &out, format.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +168,7 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 	}
 	var last rec
 	floodIntervals, measured, prefixes := 0, 0, 0
-	sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var r rec
@@ -210,29 +208,4 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 	if last.RTTEvents != 0 {
 		t.Errorf("aggregated mode sent %d RTT events", last.RTTEvents)
 	}
-}
-
-// floodBuffer is a bytes.Buffer safe for the monitor's and the test's
-// goroutines.
-type floodBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *floodBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *floodBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *floodBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]byte(nil), s.b.Bytes()...)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/stats"
+	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -33,7 +34,7 @@ var (
 
 func sharedLab(t *testing.T) *lab.Lab {
 	t.Helper()
-	needRoot(t)
+	testutil.RequireRoot(t)
 	sharedOnce.Do(func() {
 		var paths []lab.PathSpec
 		for _, rtt := range sharedRTT {
@@ -64,7 +65,7 @@ func newLab(paths []lab.PathSpec) (*lab.Lab, error) {
 // ownLab builds a lab that belongs to one test.
 func ownLab(t *testing.T, paths ...lab.PathSpec) *lab.Lab {
 	t.Helper()
-	needRoot(t)
+	testutil.RequireRoot(t)
 	l, err := newLab(paths)
 	if err != nil {
 		t.Fatal(err)

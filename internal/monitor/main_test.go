@@ -10,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/syncbuf"
-
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/lab"
-	"github.com/rttscope/rttscope/internal/testbin"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // binPath is the rttscope binary built by TestMain (empty when not root:
@@ -33,7 +31,7 @@ func testMain(m *testing.M) int {
 		if removed, err := lab.CleanupStale(); len(removed) > 0 || err != nil {
 			fmt.Fprintf(os.Stderr, "removed stale lab namespaces %v (%v)\n", removed, err)
 		}
-		bin, cleanup, err := testbin.Build()
+		bin, cleanup, err := testutil.Build(testutil.RttscopeCmd)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -44,13 +42,6 @@ func testMain(m *testing.M) int {
 	code := m.Run()
 	closeSharedLab()
 	return code
-}
-
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root (network namespaces, BPF)")
-	}
 }
 
 // collector is a format.Writer that keeps every event.
@@ -118,7 +109,7 @@ func (c *collector) lastStats() (events.Stats, bool) {
 // running is a monitor.Run in a goroutine.
 type running struct {
 	out    *collector
-	log    *syncbuf.Buffer
+	log    *testutil.Buffer
 	cancel context.CancelFunc
 	done   chan error
 	result error
@@ -130,7 +121,7 @@ type running struct {
 // if the test did not stop it.
 func startMonitor(t *testing.T, opts Options) *running {
 	t.Helper()
-	r := &running{out: &collector{}, log: &syncbuf.Buffer{}, done: make(chan error, 1)}
+	r := &running{out: &collector{}, log: &testutil.Buffer{}, done: make(chan error, 1)}
 	opts.Output = r.out
 	opts.Log = r.log
 	if opts.CleanupInterval == 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/telemetry"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // pingLoopback sends ICMP echo requests to 127.0.0.1 every interval until
@@ -114,7 +115,7 @@ func checkProcess(t *testing.T, recs []events.Stats) {
 // exactly the attached programs: run counts that add up over the
 // intervals and a positive run time per packet.
 func TestStatsTelemetryLoopback(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t)
 	for _, c := range []struct {
 		hook  string
 		names []string
@@ -165,7 +166,7 @@ func TestStatsTelemetryLoopback(t *testing.T) {
 // TestStatsTelemetryDisabled runs without --bpf-stats: the records say
 // the accounting is off instead of reporting zeros.
 func TestStatsTelemetryDisabled(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t)
 	if on, err := telemetry.SysctlEnabled(); err != nil || on {
 		t.Skipf("kernel.bpf_stats_enabled is on or unreadable (%v, %v): accounting cannot be off", on, err)
 	}

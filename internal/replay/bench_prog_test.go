@@ -17,6 +17,7 @@ import (
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
 	"github.com/rttscope/rttscope/internal/probe"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // benchProg runs prog b.N times on frame inside one BPF_PROG_TEST_RUN and
@@ -37,7 +38,7 @@ func benchProg(b *testing.B, prog *ebpf.Program, frame []byte) {
 // packet's TSval is known, which is the common case between timestamps
 // (rate limit): parse, flow lookup, counters.
 func BenchmarkProgramTCP(b *testing.B) {
-	needRoot(b)
+	testutil.RequireRoot(b)
 	objs, err := loader.Load(loader.DefaultConfig())
 	if err != nil {
 		b.Fatal(err)
@@ -56,7 +57,7 @@ func BenchmarkProgramTCP(b *testing.B) {
 
 // BenchmarkProgramEmpty: a tc program that returns at once (bpf/empty.c).
 func BenchmarkProgramEmpty(b *testing.B) {
-	needRoot(b)
+	testutil.RequireRoot(b)
 	var objs probe.EmptyObjects
 	if err := probe.LoadEmptyObjects(&objs, nil); err != nil {
 		b.Fatal(err)

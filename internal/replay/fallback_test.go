@@ -10,6 +10,7 @@ import (
 	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/replay"
 	"github.com/rttscope/rttscope/internal/replay/replaytest"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // TestFallbacksSameOutput: the shared replay scenario gives the same
@@ -18,7 +19,7 @@ import (
 // worker and with several; and those events are the scenario's expected
 // ones. The stats record names the variant in use.
 func TestFallbacksSameOutput(t *testing.T) {
-	runNeedRoot(t)
+	testutil.RequireRoot(t)
 	path := writeScenario(t, capture.LinkTypeEthernet, true)
 	cases := []struct {
 		disable string

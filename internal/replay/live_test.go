@@ -32,6 +32,7 @@ import (
 	"github.com/rttscope/rttscope/internal/monitor"
 	"github.com/rttscope/rttscope/internal/replay"
 	"github.com/rttscope/rttscope/internal/replay/replaytest"
+	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -188,7 +189,7 @@ func abs64(x int64) int64 {
 // agree in RTT within 1 ms and in match_on_egress exactly. The observed
 // differences are logged (see docs/replay.md).
 func TestLiveVersusReplay(t *testing.T) {
-	runNeedRoot(t)
+	testutil.RequireRoot(t)
 	if _, err := exec.LookPath("tcpdump"); err != nil {
 		t.Skip("skipped: tcpdump not installed (apt-get install tcpdump)")
 	}
@@ -410,7 +411,7 @@ func parseEpoch(s string) (int64, error) {
 // scenario capture (VLAN, QinQ, IPv6 extension headers) equal the
 // replay's RTTs.
 func TestTsharkScenario(t *testing.T) {
-	runNeedRoot(t)
+	testutil.RequireRoot(t)
 	fr, err := replaytest.Frames(replaytest.Steps(), capture.LinkTypeEthernet, false)
 	if err != nil {
 		t.Fatal(err)

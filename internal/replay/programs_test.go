@@ -8,7 +8,6 @@ package replay
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -19,19 +18,13 @@ import (
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // t0 is the capture time of the first packet of most tests (Unix ns).
 const t0 int64 = 1_700_000_000_000_000_000
 
 const ms = int64(time.Millisecond)
-
-func needRoot(tb testing.TB) {
-	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("skipped: loading BPF programs and BPF_PROG_TEST_RUN need root (CAP_BPF, CAP_NET_ADMIN); run with sudo")
-	}
-}
 
 // testConfig is the default configuration with small maps, so that the
 // many engines the tests load are quick to create.
@@ -61,7 +54,7 @@ type harness struct {
 
 func newHarness(tb testing.TB, cfg loader.Config) *harness {
 	tb.Helper()
-	needRoot(tb)
+	testutil.RequireRoot(tb)
 	h := &harness{tb: tb}
 	e, err := NewEngine(cfg, &h.c)
 	if err != nil {

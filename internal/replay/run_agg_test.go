@@ -13,6 +13,7 @@ import (
 
 	"github.com/rttscope/rttscope/internal/capture"
 	"github.com/rttscope/rttscope/internal/replay"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // TestRunAggregate: replaying a capture in aggregated mode (intervals in
@@ -21,7 +22,7 @@ import (
 // per-flow summaries count exactly the samples of their flows; sequential
 // and parallel replays agree.
 func TestRunAggregate(t *testing.T) {
-	runNeedRoot(t)
+	testutil.RequireRoot(t)
 	path := filepath.Join(t.TempDir(), "multi.pcapng")
 	if err := capture.WritePcapng(path, []uint16{capture.LinkTypeEthernet}, multiFlow(t)); err != nil {
 		t.Fatal(err)

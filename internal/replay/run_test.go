@@ -22,14 +22,8 @@ import (
 	"github.com/rttscope/rttscope/internal/pktcraft"
 	"github.com/rttscope/rttscope/internal/replay"
 	"github.com/rttscope/rttscope/internal/replay/replaytest"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
-
-func runNeedRoot(tb testing.TB) {
-	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("skipped: replay loads BPF programs, which needs root; run with sudo")
-	}
-}
 
 // runConfig is the configuration of replaytest.Args.
 func runConfig() loader.Config {
@@ -82,7 +76,7 @@ func writeScenario(t *testing.T, lt uint16, withDirection bool) string {
 // directions come from the rule expected, and the cleanup ran at every
 // whole second up to the last packet while something could still expire.
 func TestRunSummary(t *testing.T) {
-	runNeedRoot(t)
+	testutil.RequireRoot(t)
 	steps := replaytest.Steps()
 	for _, c := range []struct {
 		name string
@@ -124,7 +118,7 @@ func TestRunSummary(t *testing.T) {
 // TestRunCleanupInterval: flows time out at the first multiple of the
 // cleanup interval (capture time, since the epoch) after their timeout.
 func TestRunCleanupInterval(t *testing.T) {
-	runNeedRoot(t)
+	testutil.RequireRoot(t)
 	path := writeScenario(t, capture.LinkTypeEthernet, true)
 	out, sum, err := replayFile(t, path, "json", replay.Options{BPF: runConfig(), CleanupInterval: 7 * time.Second})
 	if err != nil {
@@ -226,7 +220,7 @@ func multiFlow(t testing.TB) []capture.TimedFrame {
 // the number of workers and the batch size (a 4 KiB ring buffer forces
 // batches of 16 packets).
 func TestRunParallelMatchesSequential(t *testing.T) {
-	runNeedRoot(t)
+	testutil.RequireRoot(t)
 	fr := multiFlow(t)
 	path := filepath.Join(t.TempDir(), "multi.pcapng")
 	if err := capture.WritePcapng(path, []uint16{capture.LinkTypeEthernet}, fr); err != nil {
@@ -270,7 +264,7 @@ func TestRunParallelMatchesSequential(t *testing.T) {
 // fails with the file and packet index, after the events of the packets
 // before it have been written, sequential or parallel.
 func TestRunReadErrorKeepsEvents(t *testing.T) {
-	runNeedRoot(t)
+	testutil.RequireRoot(t)
 	fr, err := replaytest.Frames(replaytest.Steps(), capture.LinkTypeEthernet, true)
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +309,7 @@ func TestRunReadErrorKeepsEvents(t *testing.T) {
 // TestRunInterrupted: cancelling the context stops the replay with an
 // error; what was computed is written.
 func TestRunInterrupted(t *testing.T) {
-	runNeedRoot(t)
+	testutil.RequireRoot(t)
 	path := writeScenario(t, capture.LinkTypeEthernet, true)
 	r, err := replay.Open(replay.Options{Path: path, BPF: runConfig()})
 	if err != nil {
@@ -341,7 +335,7 @@ func TestRunInterrupted(t *testing.T) {
 // counts still come from the IP header, and IPv4/IPv6 frames too short
 // for BPF_PROG_TEST_RUN are skipped.
 func TestRunLargeFrames(t *testing.T) {
-	runNeedRoot(t)
+	testutil.RequireRoot(t)
 	c4, s4 := replaytest.Client4, replaytest.Server4
 	big := pktcraft.Packet{Src: c4, Dst: s4, TCP: &pktcraft.TCP{SrcPort: 1, DstPort: 2, ACK: true, TSval: 10, TSecr: 1, Payload: make([]byte, 64000)}}.MustBytes()
 	ack := pktcraft.Packet{Src: s4, Dst: c4, TCP: &pktcraft.TCP{SrcPort: 2, DstPort: 1, ACK: true, TSval: 2, TSecr: 10}}.MustBytes()
@@ -373,7 +367,7 @@ func TestRunLargeFrames(t *testing.T) {
 // TestRunInterfaceFilter: packets of other pcapng interfaces are counted
 // and skipped.
 func TestRunInterfaceFilter(t *testing.T) {
-	runNeedRoot(t)
+	testutil.RequireRoot(t)
 	fr, err := replaytest.Frames(replaytest.Steps(), capture.LinkTypeEthernet, true)
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,7 @@ import (
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
 	"github.com/rttscope/rttscope/internal/probe"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // tpPackets is the number of packets in each benchmark capture.
@@ -133,9 +134,7 @@ func tpConfigs() []tpConfig {
 // median packets per second of each over the iterations, with the spread
 // (min-max) and the ratio to replay-1worker. Use -benchtime 5x or more.
 func BenchmarkReplayThroughput(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("skipped: needs root (BPF); run with sudo")
-	}
+	testutil.RequireRoot(b)
 	full, snap := tpCaptures(b)
 	files := []struct{ name, path string }{{"full", full}, {"snap128", snap}}
 	cfgs := tpConfigs()

@@ -10,6 +10,7 @@ import (
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/replay/replaytest"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // TestXDPReplayMatchesTC: the XDP replay entry (capture time and direction
@@ -18,7 +19,7 @@ import (
 // retransmissions, wrapped TSval, VLANs, ICMP, ICMPv6, IPv6 extension
 // headers, timeouts).
 func TestXDPReplayMatchesTC(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t)
 	if maxXDPReplayData() == 0 {
 		t.Skip("skipping: this kernel's BPF_PROG_TEST_RUN takes no XDP metadata; replay uses the tc programs")
 	}
@@ -35,7 +36,7 @@ func TestXDPReplayMatchesTC(t *testing.T) {
 // run, frames trimmed to their headers) gives exactly the tc programs'
 // events too.
 func TestBatchReplayMatchesTC(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t)
 	if maxXDPReplayData() == 0 {
 		t.Skip("skipping: this kernel's BPF_PROG_TEST_RUN takes no XDP metadata; replay uses the tc programs")
 	}

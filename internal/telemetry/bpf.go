@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -28,6 +27,36 @@ func EnableBPFStats() (io.Closer, error) {
 		return nil, fmt.Errorf("enable BPF run time statistics (needs Linux 5.8+ and CAP_SYS_ADMIN): %w", err)
 	}
 	return c, nil
+}
+
+// EnableBPFStatsOrSysctl turns the accounting on for a measurement that
+// must have it: with EnableBPFStats, or where that is refused, with the
+// kernel.bpf_stats_enabled sysctl, which restore puts back as it was (left
+// alone when it was already 1: someone else's choice). The sysctl, unlike
+// the file descriptor, stays on if this process dies before restore. method
+// says which way was taken. restore must be called exactly once.
+func EnableBPFStatsOrSysctl() (restore func() error, method string, err error) {
+	c, err := EnableBPFStats()
+	if err == nil {
+		return c.Close, "BPF_ENABLE_STATS (file descriptor)", nil
+	}
+	prev, rerr := os.ReadFile(bpfStatsSysctl)
+	if rerr != nil {
+		return nil, "", fmt.Errorf("%w; and cannot read %s: %v", err, bpfStatsSysctl, rerr)
+	}
+	old := string(bytes.TrimSpace(prev))
+	if old == "1" {
+		return func() error { return nil }, "kernel.bpf_stats_enabled (was already 1)", nil
+	}
+	if werr := os.WriteFile(bpfStatsSysctl, []byte("1"), 0o644); werr != nil {
+		return nil, "", fmt.Errorf("%w; sysctl: %v", err, werr)
+	}
+	return func() error {
+		if err := os.WriteFile(bpfStatsSysctl, []byte(old), 0o644); err != nil {
+			return fmt.Errorf("restore kernel.bpf_stats_enabled=%s: %w", old, err)
+		}
+		return nil
+	}, "kernel.bpf_stats_enabled (restored to " + old + " afterwards)", nil
 }
 
 // SysctlEnabled reports the sysctl kernel.bpf_stats_enabled. It does not
@@ -64,19 +93,16 @@ const (
 	XDPIngress = "xdp_ingress"
 )
 
-// progCounters is one reading of a program's accounting.
-type progCounters struct {
-	runs uint64
-	time time.Duration
-}
-
-func readProgram(p *ebpf.Program) (progCounters, error) {
+// ReadProgram is one reading of p's accounting: run count, run time and
+// recursion misses (runs skipped). The first two move only while run time
+// accounting is on.
+func ReadProgram(p *ebpf.Program) (ebpf.ProgramStats, error) {
 	if p == nil {
-		return progCounters{}, errors.New("program not loaded")
+		return ebpf.ProgramStats{}, errors.New("program not loaded")
 	}
 	s, err := p.Stats()
 	if err != nil {
-		return progCounters{}, err
+		return ebpf.ProgramStats{}, err
 	}
-	return progCounters{runs: s.RunCount, time: s.Runtime}, nil
+	return *s, nil
 }

@@ -19,14 +19,14 @@ type Sampler struct {
 	// ownStats is true when this process holds a BPF_ENABLE_STATS fd.
 	ownStats bool
 
-	prevProgs []progCounters
+	prevProgs []ebpf.ProgramStats
 	prevCPU   time.Duration
 	prevWall  time.Time
 
 	// Sources, replaceable in tests.
 	now         func() time.Time
 	readProcess func(*events.ProcessStats) error
-	readProgram func(*ebpf.Program) (progCounters, error)
+	readProgram func(*ebpf.Program) (ebpf.ProgramStats, error)
 	sysctl      func() (bool, error)
 }
 
@@ -38,10 +38,10 @@ func NewSampler(progs []Program, ownStats bool) *Sampler {
 	s := &Sampler{
 		progs:       append([]Program(nil), progs...),
 		ownStats:    ownStats,
-		prevProgs:   make([]progCounters, len(progs)),
+		prevProgs:   make([]ebpf.ProgramStats, len(progs)),
 		now:         time.Now,
 		readProcess: ReadProcess,
-		readProgram: readProgram,
+		readProgram: ReadProgram,
 		sysctl:      SysctlEnabled,
 	}
 	s.start()
@@ -93,7 +93,7 @@ func (s *Sampler) Fill(st *events.Stats) error {
 // cannot be read is left out; nil means none could be read.
 func (s *Sampler) programs() (*events.BPFStats, error) {
 	var errs []error
-	cur := make([]progCounters, len(s.progs))
+	cur := make([]ebpf.ProgramStats, len(s.progs))
 	ok := make([]bool, len(s.progs))
 	read, grew := 0, false
 	for i, p := range s.progs {
@@ -104,7 +104,7 @@ func (s *Sampler) programs() (*events.BPFStats, error) {
 		}
 		cur[i], ok[i] = c, true
 		read++
-		grew = grew || c.runs > s.prevProgs[i].runs
+		grew = grew || c.RunCount > s.prevProgs[i].RunCount
 	}
 	if read == 0 && len(s.progs) > 0 {
 		return nil, errors.Join(errs...)
@@ -130,9 +130,9 @@ func (s *Sampler) programs() (*events.BPFStats, error) {
 		if !enabled {
 			continue
 		}
-		ps := events.ProgramStats{Name: p.Name, RunCount: c.runs, RunTime: c.time}
-		if c.runs >= prev.runs && c.time >= prev.time {
-			ps.IntervalRunCount, ps.IntervalRunTime = c.runs-prev.runs, c.time-prev.time
+		ps := events.ProgramStats{Name: p.Name, RunCount: c.RunCount, RunTime: c.Runtime}
+		if c.RunCount >= prev.RunCount && c.Runtime >= prev.Runtime {
+			ps.IntervalRunCount, ps.IntervalRunTime = c.RunCount-prev.RunCount, c.Runtime-prev.Runtime
 		}
 		b.Programs = append(b.Programs, ps)
 	}

@@ -127,7 +127,7 @@ func TestReadProcess(t *testing.T) {
 type fake struct {
 	now    time.Time
 	cpu    time.Duration
-	progs  map[*ebpf.Program]progCounters
+	progs  map[*ebpf.Program]ebpf.ProgramStats
 	fail   map[*ebpf.Program]bool
 	sysctl bool
 }
@@ -136,16 +136,16 @@ func newFakeSampler(f *fake, progs []Program, own bool) *Sampler {
 	s := &Sampler{
 		progs:     progs,
 		ownStats:  own,
-		prevProgs: make([]progCounters, len(progs)),
+		prevProgs: make([]ebpf.ProgramStats, len(progs)),
 		now:       func() time.Time { return f.now },
 		readProcess: func(p *events.ProcessStats) error {
 			p.CPUUser, p.CPUSystem = f.cpu*3/4, f.cpu/4
 			p.RSS, p.MaxRSS = 10<<20, 12<<20
 			return nil
 		},
-		readProgram: func(p *ebpf.Program) (progCounters, error) {
+		readProgram: func(p *ebpf.Program) (ebpf.ProgramStats, error) {
 			if f.fail[p] {
-				return progCounters{}, errors.New("EBADF")
+				return ebpf.ProgramStats{}, errors.New("EBADF")
 			}
 			return f.progs[p], nil
 		},
@@ -158,7 +158,7 @@ func newFakeSampler(f *fake, progs []Program, own bool) *Sampler {
 func TestSampler(t *testing.T) {
 	eg, in := new(ebpf.Program), new(ebpf.Program)
 	progs := []Program{{TCEgress, eg}, {TCIngress, in}}
-	f := &fake{now: time.Unix(1000, 0), cpu: time.Second, progs: map[*ebpf.Program]progCounters{}}
+	f := &fake{now: time.Unix(1000, 0), cpu: time.Second, progs: map[*ebpf.Program]ebpf.ProgramStats{}}
 
 	// Accounting off, nothing runs: disabled, no figures.
 	s := newFakeSampler(f, progs, false)
@@ -176,7 +176,7 @@ func TestSampler(t *testing.T) {
 	}
 
 	// Someone else turned accounting on with an fd: run counts grow.
-	f.progs[eg] = progCounters{runs: 100, time: 20 * time.Microsecond}
+	f.progs[eg] = ebpf.ProgramStats{RunCount: 100, Runtime: 20 * time.Microsecond}
 	f.now = f.now.Add(time.Second)
 	prev := st
 	if err := s.Fill(&st); err != nil {
@@ -222,7 +222,7 @@ func TestSampler(t *testing.T) {
 	f.sysctl = false
 	s.ownStats = true
 	f.fail = map[*ebpf.Program]bool{in: true}
-	f.progs[eg] = progCounters{runs: 150, time: 35 * time.Microsecond}
+	f.progs[eg] = ebpf.ProgramStats{RunCount: 150, Runtime: 35 * time.Microsecond}
 	err := s.Fill(&st)
 	if err == nil || !strings.Contains(err.Error(), TCIngress) {
 		t.Errorf("error %v", err)

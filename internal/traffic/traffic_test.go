@@ -3,24 +3,17 @@ package traffic
 import (
 	"context"
 	"net/netip"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
-
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root to create network namespaces and raw sockets")
-	}
-}
 
 func newLab(t *testing.T, paths ...lab.PathSpec) *lab.Lab {
 	t.Helper()
-	needRoot(t)
+	testutil.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	l, err := lab.New(ctx, lab.Config{Prefix: "rtt-tt", Paths: paths, ForceUserspaceDelay: true})

@@ -1,13 +1,13 @@
-// Package syncbuf is a bytes.Buffer that several goroutines may write to,
-// for collecting logs of runs that write from more than one goroutine.
-package syncbuf
+package testutil
 
 import (
 	"bytes"
 	"sync"
 )
 
-// Buffer is safe for concurrent Write and String. The zero value is ready.
+// Buffer is a bytes.Buffer that several goroutines may write to, for the
+// logs of runs that write from more than one goroutine. It is safe for
+// concurrent Write and String. The zero value is ready.
 type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

@@ -1,0 +1,121 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, the unit of /proc/stat and /proc/PID/stat
+// times: 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuTimes is the aggregate "cpu" line of /proc/stat, in clock ticks.
+type cpuTimes struct {
+	Total, Idle, Softirq, Steal uint64
+}
+
+// parseProcStat reads the aggregate cpu line of a /proc/stat text: user
+// nice system idle iowait irq softirq steal (guest time is already part
+// of user and nice). Idle counts idle and iowait.
+func parseProcStat(text string) (cpuTimes, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[0] != "cpu" {
+			continue
+		}
+		var v [8]uint64
+		for i := 0; i < len(v) && i+1 < len(f); i++ {
+			n, err := strconv.ParseUint(f[i+1], 10, 64)
+			if err != nil {
+				return cpuTimes{}, false
+			}
+			v[i] = n
+		}
+		var t cpuTimes
+		for _, n := range v {
+			t.Total += n
+		}
+		t.Idle = v[3] + v[4]
+		t.Softirq = v[6]
+		t.Steal = v[7]
+		return t, true
+	}
+	return cpuTimes{}, false
+}
+
+func readCPUTimes() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	t, _ := parseProcStat(string(b))
+	return t
+}
+
+// cpuShares returns the busy and stolen shares (0..1) of all CPUs between
+// two readings; NaN when nothing elapsed.
+func cpuShares(a, b cpuTimes) (busy, steal float64) {
+	if b.Total <= a.Total {
+		return nan(), nan()
+	}
+	d := float64(b.Total - a.Total)
+	idle := float64(b.Idle-a.Idle) / d
+	return 1 - idle, float64(b.Steal-a.Steal) / d
+}
+
+// cpuCores turns two readings sec seconds apart into CPUs' worth of
+// softirq and busy time per second of wall time, and the stolen share of
+// all CPU time; NaN when nothing elapsed.
+func cpuCores(a, b cpuTimes, sec float64) (softirq, busy, steal float64) {
+	if b.Total <= a.Total || sec <= 0 {
+		return nan(), nan(), nan()
+	}
+	d := float64(b.Total - a.Total)
+	steal = float64(b.Steal-a.Steal) / d
+	return float64(b.Softirq-a.Softirq) / clockTicks / sec, (d - float64(b.Idle-a.Idle)) / clockTicks / sec, steal
+}
+
+// parsePidStat returns utime+stime of a /proc/PID/stat text.
+func parsePidStat(text string) (uint64, bool) {
+	// The command name (field 2) may hold spaces: fields count from
+	// after its closing parenthesis.
+	i := strings.LastIndexByte(text, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(text[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	s, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return u + s, true
+}
+
+func procTicks(pid int) (uint64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	return parsePidStat(string(b))
+}
+
+func procRSSKiB(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,49 @@
+package bench
+
+import (
+	"math"
+	"testing"
+)
+
+func TestProcStat(t *testing.T) {
+	text := "cpu  100 5 50 800 20 3 12 10 0 0\ncpu0 50 2 25 400 10 1 6 5 0 0\nintr 1 2 3\n"
+	got, ok := parseProcStat(text)
+	want := cpuTimes{Total: 1000, Idle: 820, Softirq: 12, Steal: 10}
+	if !ok || got != want {
+		t.Fatalf("parseProcStat = %+v, %v; want %+v", got, ok, want)
+	}
+	if _, ok := parseProcStat("intr 1 2\n"); ok {
+		t.Error("no cpu line must fail")
+	}
+	if b, _ := cpuShares(want, want); !math.IsNaN(b) {
+		t.Errorf("no elapsed time: busy = %v, want NaN", b)
+	}
+}
+
+func TestCPUSharesAndCores(t *testing.T) {
+	// 2 s of a 2-CPU machine: 400 ticks; 40 of softirq, 100 idle, 4 stolen.
+	a := cpuTimes{Total: 1000, Idle: 500, Softirq: 10, Steal: 0}
+	b := cpuTimes{Total: 1400, Idle: 600, Softirq: 50, Steal: 4}
+	if busy, steal := cpuShares(a, b); !near(busy, 0.75) || !near(steal, 0.01) {
+		t.Errorf("cpuShares = %v, %v; want 0.75, 0.01", busy, steal)
+	}
+	si, busy, steal := cpuCores(a, b, 2)
+	if !near(si, 0.2) || !near(busy, 1.5) || !near(steal, 0.01) {
+		t.Errorf("cpuCores = %v, %v, %v; want 0.2, 1.5, 0.01", si, busy, steal)
+	}
+	if si, _, _ := cpuCores(b, a, 2); !math.IsNaN(si) {
+		t.Errorf("cpuCores backwards = %v, want NaN", si)
+	}
+}
+
+func TestParsePidStat(t *testing.T) {
+	// Field 2 may hold spaces and parentheses.
+	text := "4242 (rtt scope (x)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 123 45 0 0 20 0 8 0 100 0 0"
+	got, ok := parsePidStat(text)
+	if !ok || got != 168 {
+		t.Fatalf("parsePidStat = %d, %v; want 168, true", got, ok)
+	}
+	if _, ok := parsePidStat("4242 (x) S 1"); ok {
+		t.Error("parsePidStat accepted a short line")
+	}
+}

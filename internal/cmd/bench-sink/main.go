@@ -1,0 +1,78 @@
+// Command bench-sink is the TCP sink of the load benchmark
+// (internal/bench), which builds it with go build and runs it as a child
+// process; it is not part of the rttscope binary.
+//
+//	bench-sink --netns NS --listen ADDR:PORT
+//
+// It listens on ADDR:PORT (port 0 picks one) inside the named network
+// namespace, writes "port N" on stdout, then answers every line read from
+// stdin with "ACCEPTED ACTIVE BYTES" (connections accepted, still open,
+// bytes received), until stdin is closed.
+//
+// It is a process of its own because one process may hold only
+// RLIMIT_NOFILE descriptors: where the hard limit cannot be raised (no
+// CAP_SYS_RESOURCE), 10,000 client sockets plus the 10,000 accepted ones
+// do not fit in the benchmark's. Its CPU time is its own too, so the
+// benchmark's figure for itself does not include the sink.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rttscope/rttscope/internal/nsrun"
+	"github.com/rttscope/rttscope/internal/traffic"
+)
+
+func main() {
+	netns := flag.String("netns", "", "network namespace to listen in (empty: this one)")
+	listen := flag.String("listen", "", "ADDR:PORT to listen on")
+	flag.Parse()
+	addr, err := netip.ParseAddrPort(*listen)
+	if err != nil || flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "bench-sink: want --listen ADDR:PORT and no arguments (--listen %q, arguments %q)\n", *listen, flag.Args())
+		os.Exit(2)
+	}
+	if err := serve(*netns, addr, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-sink:", err)
+		os.Exit(1)
+	}
+}
+
+func serve(netns string, addr netip.AddrPort, in io.Reader, out io.Writer) error {
+	// The hard limit is what an unprivileged raise may reach.
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
+		return err
+	}
+	if err := traffic.RaiseNoFile(r.Max); err != nil {
+		return err
+	}
+	var ln *net.TCPListener
+	if err := nsrun.Named(netns, func() error {
+		var err error
+		ln, err = net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
+		return err
+	}); err != nil {
+		return fmt.Errorf("listen on %s in %q: %w", addr, netns, err)
+	}
+	s := traffic.ServeManySink(ln)
+	defer s.Close()
+	if _, err := fmt.Fprintf(out, "port %d\n", s.Addr().Port()); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		if _, err := fmt.Fprintf(out, "%d %d %d\n", s.Conns(), s.Active(), s.Bytes()); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
