@@ -6,6 +6,7 @@ import (
 
 	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/probe"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // BenchmarkCleanupWalk measures one cleanup pass over 100,000 flows and
@@ -22,7 +23,7 @@ func BenchmarkCleanupWalk(b *testing.B) {
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			b.Setenv(kernel.DisableEnv, v.disable)
-			requireRoot(b)
+			testutil.RequireRoot(b)
 			const n = 100_000
 			cfg := DefaultConfig()
 			cfg.Replay = true // "now" is replay_now, set below: nothing is due

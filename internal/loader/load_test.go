@@ -2,7 +2,6 @@ package loader
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,18 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rttscope/rttscope/internal/kernel"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
-
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root to load BPF programs")
-	}
-}
 
 // Every configuration must pass the verifier, since constants prune code.
 func TestLoadPassesVerifier(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t)
 	variants := map[string]func(*Config){
 		"default":   func(*Config) {},
 		"icmp":      func(c *Config) { c.TrackICMP = true },
@@ -108,7 +101,7 @@ func TestDataPathError(t *testing.T) {
 // With the optional programs' features disabled, Load still gives a
 // working data path and records every fallback.
 func TestLoadWithFallbacks(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t)
 	t.Setenv(kernel.DisableEnv, "all")
 	cfg := DefaultConfig()
 	cfg.FlowSummary = true

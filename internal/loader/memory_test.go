@@ -5,13 +5,15 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/features"
+
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // The formula matches the kernel's own figure within 1% per large map, and
 // the defaults hold 100,000 flows in at most 64 MiB on this machine (with
 // aggregation, the biggest default configuration).
 func TestMemoryFormula(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t)
 	cfg := DefaultConfig()
 	cfg.Aggregate, cfg.AggregateInterval = true, time.Second
 	objs, err := Load(cfg)
