@@ -109,7 +109,7 @@ static __always_inline struct agg_stats *get_agg_stats(struct agg_key *k)
 	struct agg_stats *s;
 	__u32 zero = 0;
 	void *init;
-	long ret;
+	int ret; /* see E2BIG_ERR */
 
 	s = bpf_map_lookup_elem(map, k);
 	if (s)

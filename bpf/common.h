@@ -40,7 +40,10 @@
  * (offset + header size must stay below 64 KiB). */
 #define MAX_L4_OFFSET 4096
 
-/* errno values the map helpers return, negated. */
+/* errno values the map helpers return, negated. Compare them as int:
+ * before 6.4 the verifier turns map helper calls into direct calls of map
+ * ops that return int, so the upper 32 bits of R0 are zero (-E2BIG arrives
+ * as 0xfffffff9, and a 64-bit compare with -7 never matches). */
 #define E2BIG_ERR 7
 
 /* Puts a type that no map or global function uses into the object's BTF, so

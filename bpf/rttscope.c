@@ -151,7 +151,7 @@ static __always_inline struct flow_state *get_flow(struct packet_info *p,
 	struct flow_state *fs, *init;
 	__u32 zero = 0;
 	__u8 reason;
-	long ret;
+	int ret; /* see E2BIG_ERR */
 	int i;
 
 	fs = bpf_map_lookup_elem(&flow_map, key);
@@ -210,7 +210,7 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 					     struct flow_dir_state *snd,
 					     bool new_flow)
 {
-	long ret;
+	int ret; /* see E2BIG_ERR */
 	int i;
 
 	if (!p->pid_valid)
