@@ -180,11 +180,15 @@ for k in "${kernels[@]}"; do
 	*) state=FAIL any_fail=1 ;;
 	esac
 	line="$name: $state boot ${boot:-?} total ${secs}s;"
-	# Each failed top-level test with the first message logged while it ran.
+	# Each failed top-level test with the first message logged while it ran
+	# (and the line after it when that message ends in a colon).
 	awk '
+		cont { m = $0; sub(/^ +/, "", m); first[cur] = first[cur] " " m; cont = 0; next }
 		/^=== RUN   / { split($3, a, "/"); cur = a[1]; next }
 		/^--- FAIL: / { printf "%s\t%s\n", $3, ($3 in first ? first[$3] : "(no message)"); next }
-		/^ +[A-Za-z0-9_]+_test\.go:[0-9]+: / && cur != "" && !(cur in first) { m = $0; sub(/^ +/, "", m); first[cur] = m }
+		/^ +[A-Za-z0-9_]+_test\.go:[0-9]+: / && cur != "" && !(cur in first) {
+			m = $0; sub(/^ +/, "", m); first[cur] = m; cont = (m ~ /:$/)
+		}
 	' "$log" >"$out/$safe.failures"
 	for p in "${pkgs[@]}"; do
 		prc=$(sed -n "s/^vmtests: package $p exit \\([0-9]*\\) in \\([0-9]*\\)s.*/\\1 \\2/p" "$log" | tail -n1)
