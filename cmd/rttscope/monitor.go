@@ -152,9 +152,7 @@ func (o *outputFlags) open() (format.Writer, func() error, error) {
 		f.Close()
 		return nil, nil, usageError{err.Error()}
 	}
-	if r, ok := w.(format.Restarter); ok {
-		f.SetRestarter(r)
-	}
+	f.SetRestarter(w)
 	stop := output.NotifyReopen(f, func(err error) { fmt.Fprintln(os.Stderr, "rttscope: reopen output:", err) })
 	return w, func() error {
 		stop()

@@ -79,7 +79,7 @@ type Config struct {
 	Prefix string
 	// Output receives the monitor's events live (nil: none). Run flushes
 	// it but does not close it.
-	Output format.Writer
+	Output format.EventWriter
 	// Progress receives progress lines and the monitor's log (nil: none).
 	Progress io.Writer
 }
@@ -385,7 +385,7 @@ func fmtMs(d time.Duration) string {
 // recorder is the monitor's output: it keeps the RTT samples for the
 // summary and passes every event on to the live writer.
 type recorder struct {
-	live format.Writer
+	live format.EventWriter
 	mu   sync.Mutex
 	rtts []events.RTT
 }

@@ -43,7 +43,10 @@ type Options struct {
 	BPFStats bool
 	// Duration stops the run after this long (0 = until ctx is done).
 	Duration time.Duration
-	Output   format.Writer
+	// Output receives the records. Aggregated mode and flow summaries
+	// need a format.Writer with those capabilities (format.New's have
+	// all), which Run checks before it loads anything.
+	Output format.EventWriter
 	// Log receives human-readable progress and warnings.
 	Log io.Writer
 	// OnAttached, if set, is called once every hook is in place.
@@ -61,6 +64,17 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	if opts.Log == nil {
 		opts.Log = os.Stderr
+	}
+	out := format.Extend(opts.Output)
+	var need format.Capability
+	if opts.BPF.Aggregate {
+		need |= format.Aggregates
+	}
+	if opts.BPF.FlowSummary {
+		need |= format.FlowSummaries
+	}
+	if err := format.Require(out, need); err != nil {
+		return err
 	}
 	if err := kernel.CheckRequired(); err != nil {
 		return err
@@ -100,11 +114,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 
 	var agg *aggregation
 	if cfg.Aggregate || cfg.FlowSummary {
-		sw, ok := opts.Output.(format.SummaryWriter)
-		if !ok {
-			return errors.New("the output writer cannot write aggregated records or flow summaries")
-		}
-		agg = &aggregation{out: sw, start: time.Now().UnixNano()}
+		agg = &aggregation{out: out, start: time.Now().UnixNano()}
 	}
 	if cfg.Aggregate {
 		agg.a = objs.NewAggregator(true)
@@ -144,7 +154,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if opts.BPFStats {
 		fmt.Fprintln(opts.Log, "rttscope: BPF run time statistics enabled for this run (costs every BPF program on the host about 20-80 ns per run)")
 	}
-	st := &statsWriter{objs: objs, out: opts.Output, log: opts.Log,
+	st := &statsWriter{objs: objs, out: out, log: opts.Log,
 		tel: telemetry.NewSampler(objs.HookPrograms(opts.Attach.IngressHook), opts.BPFStats)}
 	if opts.OnAttached != nil {
 		opts.OnAttached()
@@ -158,7 +168,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	gone := watchLinks(runCtx, opts.Netns, atts, opts.Log)
 
-	r := &reader{rd: rd, out: opts.Output}
+	r := &reader{rd: rd, out: out}
 	r.dec.ClockOffset = clockOffset()
 	var wg sync.WaitGroup
 	readErr := make(chan error, 1)
@@ -311,7 +321,7 @@ func (w *statsWriter) write() error {
 type aggregation struct {
 	a     *loader.Aggregator
 	sums  *loader.Summaries
-	out   format.SummaryWriter
+	out   format.Writer
 	start int64
 }
 
