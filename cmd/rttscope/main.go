@@ -19,9 +19,7 @@ ICMP echo identifiers in eBPF programs attached to tc/TCX and XDP hooks.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return usageError{err.Error() + " (see --help)"}
-	})
+	root.SetFlagErrorFunc(flagError)
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}

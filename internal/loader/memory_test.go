@@ -2,7 +2,6 @@ package loader
 
 import (
 	"testing"
-	"time"
 )
 
 // The formula matches the kernel's own figure within 1% per large map, and
@@ -11,7 +10,7 @@ import (
 func TestMemoryFormula(t *testing.T) {
 	requireRoot(t)
 	cfg := DefaultConfig()
-	cfg.Aggregate, cfg.AggregateInterval = true, time.Second
+	cfg.Aggregate = true
 	objs, err := Load(cfg)
 	if err != nil {
 		t.Fatal(err)

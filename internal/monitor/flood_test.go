@@ -20,6 +20,7 @@ import (
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/sampling"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -59,7 +60,7 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 	cfg := loader.DefaultConfig()
 	cfg.FlowMapSize, cfg.TimestampMapSize = flowMap, tsMap
 	cfg.RateLimit = 10 * time.Millisecond
-	cfg.Aggregate, cfg.AggregateInterval = true, time.Second
+	cfg.Aggregate = true
 
 	var out, log floodBuffer
 	w, err := format.New("jsonl", &out, format.Options{})
@@ -73,6 +74,7 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 			Interfaces:      []string{l.MiddleboxClientIf, l.MiddleboxServerIf[0]},
 			Netns:           l.Middlebox.Name,
 			BPF:             cfg,
+			Report:          sampling.Report{AggregateInterval: time.Second},
 			CleanupInterval: time.Second,
 			StatsInterval:   time.Second,
 			Duration:        9 * time.Second,

@@ -21,6 +21,7 @@ import (
 	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/nsrun"
+	"github.com/rttscope/rttscope/internal/sampling"
 	"github.com/rttscope/rttscope/internal/telemetry"
 )
 
@@ -31,7 +32,11 @@ type Options struct {
 	// live in (as in `ip netns`).
 	Netns  string
 	Attach loader.AttachOptions
+	// BPF is what the programs see, Report how often the records of
+	// aggregated mode and flow summaries are written
+	// (sampling.Options holds both).
 	BPF    loader.Config
+	Report sampling.Report
 	// CleanupInterval is how often idle flows and timestamps are expired.
 	CleanupInterval time.Duration
 	// StatsInterval is how often a stats record is written (0 = only at exit).
@@ -53,29 +58,42 @@ type Options struct {
 	OnAttached func()
 }
 
+// Validate reports the first option that cannot work, in the words of the
+// command line, before anything is loaded or attached. Output may still be
+// nil (the command line validates before it opens its output); when set,
+// it must be able to write what BPF produces.
+func (o *Options) Validate() error {
+	if err := (sampling.Options{BPF: o.BPF, Report: o.Report}).Validate(); err != nil {
+		return err
+	}
+	if err := o.Attach.Validate(); err != nil {
+		return err
+	}
+	if len(o.Interfaces) == 0 {
+		return errors.New("no interface given: use -i IFNAME (repeatable)")
+	}
+	if o.CleanupInterval <= 0 || o.StatsInterval < 0 || o.Duration < 0 {
+		return errors.New("--cleanup-interval must be > 0; --stats-interval and --duration must be >= 0")
+	}
+	if o.Output != nil {
+		return format.Require(format.Extend(o.Output), sampling.Needs(o.BPF))
+	}
+	return nil
+}
+
 // Run monitors until ctx is cancelled, Duration passes, or every interface
 // has gone. Everything it attached is detached before it returns.
 func Run(ctx context.Context, opts Options) (err error) {
-	if len(opts.Interfaces) == 0 {
-		return errors.New("no interface given: use -i IFNAME (repeatable)")
+	if opts.Output == nil {
+		return errors.New("monitor: no output writer")
 	}
-	if opts.CleanupInterval <= 0 {
-		return errors.New("cleanup interval must be > 0")
+	if err := opts.Validate(); err != nil {
+		return err
 	}
 	if opts.Log == nil {
 		opts.Log = os.Stderr
 	}
 	out := format.Extend(opts.Output)
-	var need format.Capability
-	if opts.BPF.Aggregate {
-		need |= format.Aggregates
-	}
-	if opts.BPF.FlowSummary {
-		need |= format.FlowSummaries
-	}
-	if err := format.Require(out, need); err != nil {
-		return err
-	}
 	if err := kernel.CheckRequired(); err != nil {
 		return err
 	}
@@ -238,12 +256,12 @@ func housekeeping(ctx context.Context, opts Options, st *statsWriter, cleaner *l
 	}
 	var aggC, sumC <-chan time.Time
 	if opts.BPF.Aggregate {
-		t := time.NewTicker(opts.BPF.AggregateInterval)
+		t := time.NewTicker(opts.Report.AggregateInterval)
 		defer t.Stop()
 		aggC = t.C
 	}
-	if opts.BPF.FlowSummary && opts.BPF.FlowSummaryInterval > 0 {
-		t := time.NewTicker(opts.BPF.FlowSummaryInterval)
+	if opts.BPF.FlowSummary && opts.Report.FlowSummaryInterval > 0 {
+		t := time.NewTicker(opts.Report.FlowSummaryInterval)
 		defer t.Stop()
 		sumC = t.C
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/loader"
+	"github.com/rttscope/rttscope/internal/sampling"
 )
 
 // Options configure a replay.
@@ -23,6 +24,9 @@ type Options struct {
 	Path string
 	// BPF is the program configuration, as for the live monitor.
 	BPF loader.Config
+	// Report holds the length of an aggregation interval (in capture
+	// time) when BPF.Aggregate is set.
+	Report sampling.Report
 	// Direction chooses which packets are egress (see DirectionRules).
 	Direction DirectionRules
 	// Interfaces, when not empty, keeps only the packets of these pcapng
@@ -152,6 +156,9 @@ type Replay struct {
 // file that is not a capture, or missing privileges are reported before
 // any output is started.
 func Open(opts Options) (*Replay, error) {
+	if err := opts.Report.Check(opts.BPF); err != nil {
+		return nil, err
+	}
 	if opts.CleanupInterval <= 0 {
 		opts.CleanupInterval = DefaultCleanupInterval
 	}
@@ -187,14 +194,7 @@ func (r *Replay) Close() error {
 func (r *Replay) Run(ctx context.Context, w format.EventWriter) (sum Summary, err error) {
 	opts := r.opts
 	out := format.Extend(w)
-	var need format.Capability
-	if opts.BPF.Aggregate {
-		need |= format.Aggregates
-	}
-	if opts.BPF.FlowSummary {
-		need |= format.FlowSummaries
-	}
-	if err := format.Require(out, need); err != nil {
+	if err := format.Require(out, sampling.Needs(opts.BPF)); err != nil {
 		return sum, err
 	}
 	r.sink.w = out
@@ -210,7 +210,7 @@ func (r *Replay) Run(ctx context.Context, w format.EventWriter) (sum Summary, er
 			// Interval boundaries in capture time; the programs have
 			// returned when Collect runs (after a flush), so no grace.
 			l.agg = r.eng.Objects().NewAggregator(false)
-			l.aggInterval = int64(opts.BPF.AggregateInterval)
+			l.aggInterval = int64(opts.Report.AggregateInterval)
 		}
 		if opts.BPF.FlowSummary {
 			if l.sums, err = r.eng.Objects().NewSummaries(0); err != nil {
