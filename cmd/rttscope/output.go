@@ -54,13 +54,3 @@ func (o *outputFlags) open() (format.Writer, func() error, error) {
 		return werr
 	}, nil
 }
-
-// flagError makes a flag that cobra could not parse a usage error (exit 2):
-// a value one of our flags refused says what the flag wants, anything else
-// keeps pflag's words and points at --help.
-func flagError(_ *cobra.Command, err error) error {
-	if msg, ok := flagval.Message(err); ok {
-		return usageError{msg}
-	}
-	return usageError{err.Error() + " (see --help)"}
-}

@@ -53,7 +53,7 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// collector is a format.Writer that keeps every event.
+// collector is a format.EventWriter that keeps every event.
 type collector struct {
 	mu    sync.Mutex
 	rtts  []events.RTT

@@ -25,7 +25,8 @@ type Options struct {
 	// BPF is the program configuration, as for the live monitor.
 	BPF loader.Config
 	// Report holds the length of an aggregation interval (in capture
-	// time) when BPF.Aggregate is set.
+	// time) when BPF.Aggregate is set. Flow summaries are written when
+	// flows end only: FlowSummaryInterval is not used.
 	Report sampling.Report
 	// Direction chooses which packets are egress (see DirectionRules).
 	Direction DirectionRules
