@@ -142,6 +142,25 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"demo", "--duration", "10ms"}, []string{"--duration"}},
 		{[]string{"demo", "--duration", "ten"}, []string{"duration", "ten"}},
 		{[]string{"demo", "now"}, []string{"now"}},
+		// Typed values (internal/flagval), refused as they are parsed.
+		{[]string{"monitor", "-i", "lo", "-r", "NaN"}, []string{`invalid --rate-limit "NaN": want milliseconds`}},
+		{[]string{"monitor", "-i", "lo", "-t", "max"}, []string{`invalid --rtt-type "max": want min or smoothed`}},
+		{[]string{"monitor", "-i", "lo", "-I", "xdp", "-x", "turbo"}, []string{`invalid --xdp-mode "turbo": want auto, native or generic`}},
+		{[]string{"monitor", "-i", "lo", "--tc-mode", "tc"}, []string{`invalid --tc-mode "tc": want auto, tcx or clsact`}},
+		{[]string{"monitor", "-i", "lo", "-F", "csv"}, []string{`invalid --format "csv": want one of standard, ppviz, json, jsonl`}},
+		{[]string{"monitor", "-i", "lo", "--tcp=maybe"}, []string{"--tcp", "maybe"}},
+		{[]string{"monitor", "-i", "lo", "--aggregate", "soon"}, []string{"--aggregate", "soon"}},
+		{[]string{"replay", "--local-net", "10.0.0.0/33", "x.pcap"}, []string{`invalid --local-net "10.0.0.0/33": want a CIDR prefix`}},
+		{[]string{"replay", "--local-mac", "02:00", "x.pcap"}, []string{`invalid --local-mac "02:00": want a 6-byte MAC address`}},
+		{[]string{"replay", "-F", "xml", "x.pcap"}, []string{`invalid --format "xml"`}},
+		{[]string{"demo", "-r", "-1"}, []string{`invalid --rate-limit "-1"`}},
+		{[]string{"demo", "-C"}, []string{"unknown shorthand flag", "'C'"}},
+		// What depends on several flags, refused once parsing is done.
+		{[]string{"monitor", "-i", "lo", "--aggregate", "-1s"}, []string{"--aggregate must be >= 0"}},
+		{[]string{"monitor", "-i", "lo", "--flow-summary-interval", "1s"}, []string{"--flow-summary-interval needs --flow-summary"}},
+		{[]string{"monitor", "-i", "lo", "--ringbuf-size", "5000"}, []string{"ring buffer", "power of two", "5000"}},
+		{[]string{"monitor", "-i", "lo", "-c", "0"}, []string{"--cleanup-interval must be > 0"}},
+		{[]string{"replay", "--flow-summary-interval", "1s", "x.pcap"}, []string{"--flow-summary-interval needs --flow-summary"}},
 	} {
 		r := cliRun(t, false, tc.args...)
 		r.wantOneLine(t, tc.args, 2, tc.want...)

@@ -8,13 +8,13 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rttscope/rttscope/internal/demo"
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/sampling"
 )
 
 func init() { subcommands = append(subcommands, newDemoCmd) }
@@ -38,11 +38,10 @@ monitor sees the path's RTT: what the client's ping sees minus the short
 client-middlebox leg. Needs root.`
 
 func newDemoCmd() *cobra.Command {
+	cfg := demo.Config{Sampling: sampling.Default(), Duration: demo.DefaultDuration}
 	var (
 		paths     []string
-		duration  time.Duration
 		formatArg string
-		rateLimit string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -53,8 +52,7 @@ func newDemoCmd() *cobra.Command {
   sudo rttscope demo --format jsonl --rate-limit 0 > samples.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := demoConfig(paths, duration, formatArg, rateLimit)
-			if err != nil {
+			if err := demoPaths(&cfg, paths); err != nil {
 				return err
 			}
 			return runDemo(cmd, cfg, formatArg)
@@ -62,41 +60,30 @@ func newDemoCmd() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&paths, "path", nil, "a path to one more server: DELAY[/RETURN_DELAY][@RATE] as in \"rttscope lab\" (repeatable; default 5ms and 20ms, i.e. 10 ms and 40 ms round trip)")
-	fl.DurationVar(&duration, "duration", demo.DefaultDuration, "length of the traffic phase: pings for the first half, TCP bulk transfers for the second")
-	fl.StringVarP(&formatArg, "format", "F", "standard", "output format of the live samples: "+strings.Join(format.Names(), ", "))
-	fl.StringVarP(&rateLimit, "rate-limit", "r", "100", "monitor's minimum time between two timestamps of one flow direction: milliseconds (e.g. 100) or a duration (e.g. 250us); 0 samples every new identifier")
+	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of the traffic phase: pings for the first half, TCP bulk transfers for the second")
+	fl.VarP(formatFlag(&formatArg), "format", "F", "output format of the live samples: "+strings.Join(format.Names(), ", "))
+	cfg.Sampling.AddFlags(fl, func(name string) bool { return name == "rate-limit" })
+	fl.Lookup("rate-limit").Usage = "monitor's minimum time between two timestamps of one flow direction: milliseconds (e.g. 100) or a duration (e.g. 250us); 0 samples every new identifier"
 	return cmd
 }
 
-// demoConfig checks the flags; every error is a one-line usageError.
-func demoConfig(paths []string, duration time.Duration, formatArg, rateLimit string) (demo.Config, error) {
-	var cfg demo.Config
+// demoPaths checks the paths and the duration into cfg; every error is a
+// one-line usageError.
+func demoPaths(cfg *demo.Config, paths []string) error {
 	for _, s := range paths {
 		p, err := lab.ParsePath(s)
 		if err != nil {
-			return cfg, usageError{fmt.Sprintf("invalid --path %q: %v", s, err)}
+			return usageError{fmt.Sprintf("invalid --path %q: %v", s, err)}
 		}
 		cfg.Paths = append(cfg.Paths, p)
 	}
 	if len(cfg.Paths) > 8 {
-		return cfg, usageError{fmt.Sprintf("too many paths (%d): the demo takes at most 8", len(cfg.Paths))}
+		return usageError{fmt.Sprintf("too many paths (%d): the demo takes at most 8", len(cfg.Paths))}
 	}
-	if duration < demo.MinDuration {
-		return cfg, usageError{fmt.Sprintf("invalid --duration %v: at least %v", duration, demo.MinDuration)}
+	if cfg.Duration < demo.MinDuration {
+		return usageError{fmt.Sprintf("invalid --duration %v: at least %v", cfg.Duration, demo.MinDuration)}
 	}
-	cfg.Duration = duration
-	if !validFormat(formatArg) {
-		return cfg, usageError{fmt.Sprintf("invalid --format %q: want one of %s", formatArg, strings.Join(format.Names(), ", "))}
-	}
-	rl, err := parseMillis(rateLimit)
-	if err != nil {
-		return cfg, usageError{fmt.Sprintf("invalid --rate-limit %q: want milliseconds (e.g. 100) or a duration (e.g. 250us)", rateLimit)}
-	}
-	cfg.RateLimit = rl
-	if rl == 0 {
-		cfg.RateLimit = -1 // demo.Config: negative = sample every packet
-	}
-	return cfg, nil
+	return nil
 }
 
 func runDemo(cmd *cobra.Command, cfg demo.Config, formatArg string) error {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rttscope/rttscope/internal/flagval"
 )
 
 func main() {
@@ -19,9 +21,7 @@ ICMP echo identifiers in eBPF programs attached to tc/TCX and XDP hooks.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return usageError{err.Error() + " (see --help)"}
-	})
+	root.SetFlagErrorFunc(flagError)
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
@@ -62,6 +62,16 @@ func oneLine(err error) string {
 // subcommands is filled by the init functions of the files that define
 // each subcommand, so every command lives in a file of its own.
 var subcommands []func() *cobra.Command
+
+// flagError makes a flag that cobra could not parse a usage error (exit 2):
+// a value one of our flags refused says what the flag wants, anything else
+// keeps pflag's words and points at --help.
+func flagError(_ *cobra.Command, err error) error {
+	if msg, ok := flagval.Message(err); ok {
+		return usageError{msg}
+	}
+	return usageError{err.Error() + " (see --help)"}
+}
 
 // usageError marks errors caused by bad flags or arguments (exit code 2).
 type usageError struct{ msg string }

@@ -2,16 +2,15 @@ package main
 
 import (
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rttscope/rttscope/internal/flagval"
 	"github.com/rttscope/rttscope/internal/replay"
+	"github.com/rttscope/rttscope/internal/sampling"
 )
 
 func init() { subcommands = append(subcommands, newReplayCmd) }
@@ -60,16 +59,9 @@ names the file and the packet index (0-based: Wireshark's frame number minus
 one), after the events computed so far have been written (exit code 1).`
 
 func newReplayCmd() *cobra.Command {
-	var (
-		sf              sampleFlags
-		of              outputFlags
-		localNets       []string
-		localMACs       []string
-		ifaceIDs        []int
-		cleanupInterval time.Duration
-		stats           bool
-		workers         int
-	)
+	so := sampling.Default()
+	opts := replay.Options{}
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "replay [flags] FILE",
 		Short: "Report per-flow RTTs of a pcap/pcapng capture, timed by the capture (BPF)",
@@ -85,39 +77,20 @@ func newReplayCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := sf.config()
-			if err != nil {
-				return err
+			if err := so.Validate(); err != nil {
+				return usageError{err.Error()}
 			}
-			opts := replay.Options{Path: args[0], BPF: cfg, Interfaces: ifaceIDs, CleanupInterval: cleanupInterval, Stats: stats, Workers: workers}
-			if cleanupInterval <= 0 {
+			opts.Path, opts.BPF, opts.Report = args[0], so.BPF, so.Report
+			if opts.CleanupInterval <= 0 {
 				return usageError{"--cleanup-interval must be > 0"}
 			}
-			if workers < 1 || workers > 64 {
-				return usageError{fmt.Sprintf("invalid --workers %d: want 1 to 64", workers)}
+			if opts.Workers < 1 || opts.Workers > 64 {
+				return usageError{fmt.Sprintf("invalid --workers %d: want 1 to 64", opts.Workers)}
 			}
-			for _, id := range ifaceIDs {
+			for _, id := range opts.Interfaces {
 				if id < 0 {
 					return usageError{fmt.Sprintf("invalid --interface-id %d: want a pcapng interface ID >= 0", id)}
 				}
-			}
-			for _, s := range localNets {
-				p, err := parseLocalNet(s)
-				if err != nil {
-					return usageError{err.Error()}
-				}
-				opts.Direction.LocalNets = append(opts.Direction.LocalNets, p)
-			}
-			for _, s := range localMACs {
-				hw, err := net.ParseMAC(s)
-				if err != nil || len(hw) != 6 {
-					return usageError{fmt.Sprintf("invalid --local-mac %q: want a 6-byte MAC address such as 02:00:00:00:00:01", s)}
-				}
-				opts.Direction.LocalMACs = append(opts.Direction.LocalMACs, [6]byte(hw))
-			}
-			if !validFormat(of.format) {
-				_, _, err := of.open() // reports the usage error
-				return err
 			}
 			if replay.IsTerminal(os.Stderr) {
 				opts.Progress = os.Stderr
@@ -142,25 +115,14 @@ func newReplayCmd() *cobra.Command {
 			return err
 		},
 	}
-	sf.register(cmd, false)
+	so.AddFlags(cmd.Flags(), func(name string) bool { return name != "include-local" })
 	of.register(cmd)
 	fl := cmd.Flags()
-	fl.StringArrayVar(&localNets, "local-net", nil, "CIDR of the inside (repeatable): packets from these addresses are egress (used when the capture has no direction)")
-	fl.StringArrayVar(&localMACs, "local-mac", nil, "MAC address of the observation point (repeatable): frames from it are egress (used when the capture has no direction)")
-	fl.IntSliceVar(&ifaceIDs, "interface-id", nil, "only replay packets of this pcapng interface ID (0-based, repeatable or comma-separated)")
-	fl.DurationVarP(&cleanupInterval, "cleanup-interval", "c", replay.DefaultCleanupInterval, "expire idle flows and timestamps at every multiple of this much capture time")
-	fl.IntVar(&workers, "workers", replay.DefaultWorkers(), "threads that run packets through the programs at once, each flow on one of them (1: strictly sequential)")
-	fl.BoolVar(&stats, "stats", false, "write a record of the kernel counters after the last packet (in the stream for json/jsonl, to stderr for standard/ppviz)")
+	fl.Var(flagval.NewPrefixes(&opts.Direction.LocalNets), "local-net", "CIDR of the inside (repeatable): packets from these addresses are egress (used when the capture has no direction)")
+	fl.Var(flagval.NewMACs(&opts.Direction.LocalMACs), "local-mac", "MAC address of the observation point (repeatable): frames from it are egress (used when the capture has no direction)")
+	fl.IntSliceVar(&opts.Interfaces, "interface-id", nil, "only replay packets of this pcapng interface ID (0-based, repeatable or comma-separated)")
+	fl.DurationVarP(&opts.CleanupInterval, "cleanup-interval", "c", replay.DefaultCleanupInterval, "expire idle flows and timestamps at every multiple of this much capture time")
+	fl.IntVar(&opts.Workers, "workers", replay.DefaultWorkers(), "threads that run packets through the programs at once, each flow on one of them (1: strictly sequential)")
+	fl.BoolVar(&opts.Stats, "stats", false, "write a record of the kernel counters after the last packet (in the stream for json/jsonl, to stderr for standard/ppviz)")
 	return cmd
-}
-
-// parseLocalNet accepts a CIDR prefix or a single address.
-func parseLocalNet(s string) (netip.Prefix, error) {
-	if p, err := netip.ParsePrefix(s); err == nil {
-		return p.Masked(), nil
-	}
-	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
-		return netip.PrefixFrom(a, a.BitLen()), nil
-	}
-	return netip.Prefix{}, fmt.Errorf("invalid --local-net %q: want a CIDR prefix such as 10.0.0.0/8 or 2001:db8::/32", s)
 }

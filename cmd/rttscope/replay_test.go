@@ -32,9 +32,7 @@ func runReplay(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
 	root := &cobra.Command{Use: "rttscope", SilenceUsage: true, SilenceErrors: true}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return usageError{err.Error() + " (see --help)"}
-	})
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newReplayCmd())
 	root.SetArgs(append([]string{"replay", "-w", out}, args...))
 	root.SetOut(&bytes.Buffer{})

@@ -29,8 +29,8 @@ import (
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/lab"
-	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/monitor"
+	"github.com/rttscope/rttscope/internal/sampling"
 	"github.com/rttscope/rttscope/internal/stats"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
@@ -38,7 +38,6 @@ import (
 // Defaults.
 const (
 	DefaultDuration     = 15 * time.Second
-	DefaultRateLimit    = 100 * time.Millisecond
 	DefaultPingInterval = 200 * time.Millisecond
 	DefaultBulkRate     = 20_000_000 // bit/s
 	DefaultPrefix       = "rttdemo"
@@ -67,10 +66,9 @@ type Config struct {
 	// Duration is the traffic phase: pings for the first half, the bulk
 	// transfers for the second.
 	Duration time.Duration
-	// RateLimit is the monitor's minimum time between two timestamps of
-	// one flow direction; negative means 0 (sample every packet), zero
-	// means DefaultRateLimit.
-	RateLimit time.Duration
+	// Sampling is the monitor's (zero: sampling.Default()), as on the
+	// command line; the demo always tracks TCP and ICMP.
+	Sampling sampling.Options
 	// PingInterval is the time between two echo requests of one pinger.
 	PingInterval time.Duration
 	// BulkRate is the pacing rate of each TCP bulk transfer in bit/s.
@@ -79,7 +77,7 @@ type Config struct {
 	Prefix string
 	// Output receives the monitor's events live (nil: none). Run flushes
 	// it but does not close it.
-	Output format.Writer
+	Output format.EventWriter
 	// Progress receives progress lines and the monitor's log (nil: none).
 	Progress io.Writer
 }
@@ -130,12 +128,10 @@ func (c *Config) fill() error {
 	if c.Duration < MinDuration {
 		return fmt.Errorf("duration %v too short: at least %v", c.Duration, MinDuration)
 	}
-	switch {
-	case c.RateLimit == 0:
-		c.RateLimit = DefaultRateLimit
-	case c.RateLimit < 0:
-		c.RateLimit = 0
+	if c.Sampling == (sampling.Options{}) {
+		c.Sampling = sampling.Default()
 	}
+	c.Sampling.BPF.TrackTCP, c.Sampling.BPF.TrackICMP = true, true
 	if c.PingInterval <= 0 {
 		c.PingInterval = DefaultPingInterval
 	}
@@ -218,18 +214,17 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	// The monitor, in the middlebox namespace, on every server-facing
 	// interface.
 	rec := &recorder{live: cfg.Output}
-	bpf := loader.DefaultConfig()
-	bpf.TrackTCP, bpf.TrackICMP, bpf.RateLimit = true, true, cfg.RateLimit
 	monCtx, stopMonitor := context.WithCancel(context.Background())
 	defer stopMonitor()
 	attached := make(chan struct{})
 	monDone := make(chan error, 1)
-	progress("starting the monitor in %s on %s (TCP and ICMP, rate limit %v)…", l.Middlebox.Name, strings.Join(l.MiddleboxServerIf, ", "), cfg.RateLimit)
+	progress("starting the monitor in %s on %s (TCP and ICMP, rate limit %v)…", l.Middlebox.Name, strings.Join(l.MiddleboxServerIf, ", "), cfg.Sampling.BPF.RateLimit)
 	go func() {
 		monDone <- monitor.Run(monCtx, monitor.Options{
 			Interfaces:      l.MiddleboxServerIf,
 			Netns:           l.Middlebox.Name,
-			BPF:             bpf,
+			BPF:             cfg.Sampling.BPF,
+			Report:          cfg.Sampling.Report,
 			CleanupInterval: time.Second,
 			Output:          rec,
 			Log:             cfg.Progress,
@@ -385,7 +380,7 @@ func fmtMs(d time.Duration) string {
 // recorder is the monitor's output: it keeps the RTT samples for the
 // summary and passes every event on to the live writer.
 type recorder struct {
-	live format.Writer
+	live format.EventWriter
 	mu   sync.Mutex
 	rtts []events.RTT
 }

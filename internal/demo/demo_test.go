@@ -12,6 +12,7 @@ import (
 
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/sampling"
 	"github.com/rttscope/rttscope/internal/testutil"
 )
 
@@ -158,13 +159,19 @@ func TestConfigDefaults(t *testing.T) {
 	if err := c.fill(); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Paths) != 2 || c.Duration != DefaultDuration || c.RateLimit != DefaultRateLimit || c.BulkRate != DefaultBulkRate {
+	def := sampling.Default().BPF
+	if len(c.Paths) != 2 || c.Duration != DefaultDuration || c.Sampling.BPF.RateLimit != def.RateLimit || c.BulkRate != DefaultBulkRate {
 		t.Errorf("defaults: %+v", c)
 	}
-	c = Config{RateLimit: -1}
+	if !c.Sampling.BPF.TrackTCP || !c.Sampling.BPF.TrackICMP {
+		t.Errorf("the demo tracks %+v, want TCP and ICMP", c.Sampling.BPF)
+	}
+	// A rate limit of 0 means what it means everywhere: every identifier.
+	c = Config{Sampling: sampling.Default()}
+	c.Sampling.BPF.RateLimit = 0
 	c.fill()
-	if c.RateLimit != 0 {
-		t.Errorf("negative rate limit became %v, want 0", c.RateLimit)
+	if c.Sampling.BPF.RateLimit != 0 {
+		t.Errorf("rate limit 0 became %v", c.Sampling.BPF.RateLimit)
 	}
 	c = Config{Duration: time.Millisecond}
 	if err := c.fill(); err == nil {

@@ -7,7 +7,7 @@
 // Records are never split across two writes to the underlying io.Writer
 // (a record that does not fit in the buffer's free space first flushes the
 // buffer), so an underlying writer that is switched between writes (log
-// rotation, see Restarter) only ever sees whole records.
+// rotation, see Writer.Restart) only ever sees whole records.
 //
 // Writers returned by New are safe for concurrent use.
 package format
@@ -25,8 +25,46 @@ import (
 	"github.com/rttscope/rttscope/internal/events"
 )
 
-// Writer renders events in one output format.
+// Writer renders rttscope's records in one output format. Every Writer
+// takes RTT samples, flow events and stats records (EventWriter); the rest
+// is optional, and Capabilities states what the Writer does with it, so a
+// caller checks before it starts (Require) instead of type-asserting. A
+// write outside the stated capabilities fails with ErrUnsupported; Restart
+// without Restarts only calls reopen. Writers returned by New have every
+// capability.
 type Writer interface {
+	EventWriter
+	// WriteAggregate writes a prefix summary of aggregated mode
+	// (docs/aggregation.md): capability Aggregates.
+	WriteAggregate(a *events.Aggregate) error
+	// WriteFlowSummary writes a per-flow summary (--flow-summary):
+	// capability FlowSummaries.
+	WriteFlowSummary(s *events.FlowSummary) error
+	// Restart lets the owner of the underlying io.Writer switch it to a
+	// new destination (log rotation, see output.File.Reopen) without
+	// losing or splitting records and so that each destination holds a
+	// complete document: capability Restarts.
+	//
+	// Holding the writer's lock, Restart flushes everything buffered and
+	// finishes the current document (json: writes the closing "]") on the
+	// current destination, calls reopen, which switches the destination
+	// the io.Writer given to New writes to, and then starts a new document
+	// (json: writes the opening "["). It also clears a sticky write error,
+	// so output resumes after a failed disk is rotated away. A new document
+	// is started even when reopen returns an error (whose value Restart
+	// returns), since reopen may have switched the destination before
+	// failing; a destination left unchanged then holds two concatenated
+	// json documents.
+	Restart(reopen func() error) error
+	// Capabilities says which of the optional records and operations
+	// above the Writer performs.
+	Capabilities() Capability
+}
+
+// EventWriter is the part of Writer that every output has. A type with only
+// these methods (a test's collector, a counter) becomes a Writer through
+// Extend.
+type EventWriter interface {
 	WriteRTT(e *events.RTT) error
 	WriteFlow(e *events.FlowEvent) error
 	WriteStats(s *events.Stats) error
@@ -38,32 +76,63 @@ type Writer interface {
 	Close() error
 }
 
-// SummaryWriter is implemented by every Writer returned by New: the
-// records of aggregated mode and per-flow summaries (docs/aggregation.md).
-type SummaryWriter interface {
-	// WriteAggregate writes a prefix summary of aggregated mode.
-	WriteAggregate(a *events.Aggregate) error
-	// WriteFlowSummary writes a per-flow summary (--flow-summary).
-	WriteFlowSummary(s *events.FlowSummary) error
+// Capability is a set of the optional parts of the Writer contract.
+type Capability uint8
+
+// The optional parts of Writer.
+const (
+	Aggregates    Capability = 1 << iota // WriteAggregate
+	FlowSummaries                        // WriteFlowSummary
+	Restarts                             // Restart keeps documents whole
+)
+
+// All is every capability: what the writers of New state.
+const All = Aggregates | FlowSummaries | Restarts
+
+var capabilityNames = [...]string{"aggregated records", "flow summaries", "restarts after log rotation"}
+
+// String names the capabilities in c, joined by "or" ("" for none).
+func (c Capability) String() string {
+	var parts []string
+	for i, n := range capabilityNames {
+		if c&(1<<i) != 0 {
+			parts = append(parts, n)
+		}
+	}
+	return strings.Join(parts, " or ")
 }
 
-// Restarter is implemented by every Writer returned by New. It lets the
-// owner of the underlying io.Writer switch it to a new destination (log
-// rotation, see output.File.Reopen) without losing or splitting records and
-// so that each destination holds a complete document.
-//
-// Restart, holding the writer's lock, flushes everything buffered and
-// finishes the current document (json: writes the closing "]") on the
-// current destination, calls reopen, which switches the destination the
-// io.Writer given to New writes to, and then starts a new document (json:
-// writes the opening "["). It also clears a sticky write error, so output
-// resumes after a failed disk is rotated away. A new document is started
-// even when reopen returns an error (whose value Restart returns), since
-// reopen may have switched the destination before failing; a destination
-// left unchanged then holds two concatenated json documents.
-type Restarter interface {
-	Restart(reopen func() error) error
+// ErrUnsupported is returned by a write outside a Writer's capabilities.
+var ErrUnsupported = errors.New("format: the output writer does not support this record")
+
+// Require reports, before anything is written, what of need w lacks.
+func Require(w Writer, need Capability) error {
+	if missing := need &^ w.Capabilities(); missing != 0 {
+		return fmt.Errorf("the output writer cannot write %s", missing)
+	}
+	return nil
 }
+
+// Extend returns w as a Writer: w itself when it is one, otherwise a Writer
+// that passes events on to w and has no capability. Extend(nil) is nil.
+func Extend(w EventWriter) Writer {
+	switch w := w.(type) {
+	case nil:
+		return nil
+	case Writer:
+		return w
+	default:
+		return eventsOnly{w}
+	}
+}
+
+// eventsOnly is an EventWriter completed to a Writer without capabilities.
+type eventsOnly struct{ EventWriter }
+
+func (eventsOnly) WriteAggregate(*events.Aggregate) error     { return ErrUnsupported }
+func (eventsOnly) WriteFlowSummary(*events.FlowSummary) error { return ErrUnsupported }
+func (eventsOnly) Restart(reopen func() error) error          { return reopen() }
+func (eventsOnly) Capabilities() Capability                   { return 0 }
 
 // Options configures a Writer.
 type Options struct {
@@ -264,7 +333,11 @@ func (w *writer) Close() error {
 	return w.bw.Flush()
 }
 
-// Restart implements Restarter.
+// Capabilities implements Writer: every one (ppviz, which has no record for
+// aggregates and summaries, skips them).
+func (w *writer) Capabilities() Capability { return All }
+
+// Restart implements Writer.
 func (w *writer) Restart(reopen func() error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -106,9 +106,9 @@ func writeAll(t testing.TB, w Writer, evs []any) {
 		case *events.Stats:
 			err = w.WriteStats(e)
 		case *events.Aggregate:
-			err = w.(SummaryWriter).WriteAggregate(e)
+			err = w.WriteAggregate(e)
 		case *events.FlowSummary:
-			err = w.(SummaryWriter).WriteFlowSummary(e)
+			err = w.WriteFlowSummary(e)
 		default:
 			t.Fatalf("unexpected fixture type %T", ev)
 		}
@@ -189,6 +189,69 @@ func TestNew(t *testing.T) {
 	}
 	if _, err := New("json", nil, Options{}); err == nil {
 		t.Error("New with nil writer succeeded")
+	}
+}
+
+// eventsOnlyWriter has the EventWriter methods and nothing else.
+type eventsOnlyWriter struct{ rtts int }
+
+func (e *eventsOnlyWriter) WriteRTT(*events.RTT) error        { e.rtts++; return nil }
+func (e *eventsOnlyWriter) WriteFlow(*events.FlowEvent) error { return nil }
+func (e *eventsOnlyWriter) WriteStats(*events.Stats) error    { return nil }
+func (e *eventsOnlyWriter) Flush() error                      { return nil }
+func (e *eventsOnlyWriter) Close() error                      { return nil }
+
+// TestCapabilities: writers from New state every capability; Extend
+// completes a bare EventWriter to a Writer that states none, refuses the
+// optional records, and restarts by only reopening; Require names what is
+// missing.
+func TestCapabilities(t *testing.T) {
+	for _, name := range Names() {
+		w, err := New(name, io.Discard, Options{StatsTo: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Capabilities(); got != All {
+			t.Errorf("%s: capabilities %v, want all", name, got)
+		}
+		if Extend(w) != w {
+			t.Errorf("%s: Extend did not return the writer itself", name)
+		}
+		if err := Require(w, All); err != nil {
+			t.Errorf("%s: Require(All) = %v", name, err)
+		}
+	}
+
+	bare := &eventsOnlyWriter{}
+	w := Extend(bare)
+	if w.Capabilities() != 0 {
+		t.Errorf("extended bare writer states %v", w.Capabilities())
+	}
+	if err := w.WriteRTT(fixture()[1].(*events.RTT)); err != nil || bare.rtts != 1 {
+		t.Errorf("WriteRTT through Extend: %v, %d samples arrived", err, bare.rtts)
+	}
+	if err := w.WriteAggregate(&events.Aggregate{}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("WriteAggregate: %v, want ErrUnsupported", err)
+	}
+	if err := w.WriteFlowSummary(&events.FlowSummary{}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("WriteFlowSummary: %v, want ErrUnsupported", err)
+	}
+	reopened := false
+	if err := w.Restart(func() error { reopened = true; return nil }); err != nil || !reopened {
+		t.Errorf("Restart: %v, reopen called %v", err, reopened)
+	}
+	if err := Require(w, 0); err != nil {
+		t.Errorf("Require(0) = %v", err)
+	}
+	err := Require(w, Aggregates|FlowSummaries)
+	if want := "the output writer cannot write aggregated records or flow summaries"; err == nil || err.Error() != want {
+		t.Errorf("Require = %v, want %q", err, want)
+	}
+	if err := Require(w, FlowSummaries); err == nil || strings.Contains(err.Error(), "aggregated") {
+		t.Errorf("Require(FlowSummaries) = %v, want it to name flow summaries only", err)
+	}
+	if Extend(nil) != nil {
+		t.Error("Extend(nil) is not nil")
 	}
 }
 
@@ -565,11 +628,7 @@ func TestRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeAll(t, w, evs[:4])
-			r, ok := w.(Restarter)
-			if !ok {
-				t.Fatalf("%s writer does not implement Restarter", name)
-			}
-			if err := r.Restart(func() error { sw.w = &b; return nil }); err != nil {
+			if err := w.Restart(func() error { sw.w = &b; return nil }); err != nil {
 				t.Fatal(err)
 			}
 			writeAll(t, w, evs[4:])
@@ -612,7 +671,7 @@ func TestRestartClearsError(t *testing.T) {
 	if err := w.Flush(); err == nil {
 		t.Fatal("Flush to a failing writer succeeded")
 	}
-	err := w.(Restarter).Restart(func() error { sw.w = &good; return nil })
+	err := w.Restart(func() error { sw.w = &good; return nil })
 	if err == nil {
 		t.Error("Restart did not report the failed flush")
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -13,7 +15,7 @@ import (
 	"github.com/rttscope/rttscope/internal/kernel"
 )
 
-// Hook choices for the command line.
+// Hook choices: the values of --ingress-hook, --tc-mode and --xdp-mode.
 const (
 	IngressTC  = "tc"
 	IngressXDP = "xdp"
@@ -27,16 +29,43 @@ const (
 	XDPModeGeneric = "generic"
 )
 
+// The valid values of each AttachOptions field, the default first.
+var (
+	IngressHooks = []string{IngressTC, IngressXDP}
+	TCModes      = []string{TCModeAuto, TCModeTCX, TCModeClsact}
+	XDPModes     = []string{XDPModeAuto, XDPModeNative, XDPModeGeneric}
+)
+
 // clsactPriority is the filter priority rttscope uses with the legacy
 // clsact attach; a fixed value lets a second instance fail loudly instead of
 // silently stacking.
 const clsactPriority = 0xc0de
 
-// AttachOptions say how to hook an interface.
+// AttachOptions say how to hook an interface. An empty field means its
+// default (the first of its valid values).
 type AttachOptions struct {
-	IngressHook string // IngressTC or IngressXDP
-	TCMode      string
-	XDPMode     string
+	IngressHook string // one of IngressHooks
+	TCMode      string // one of TCModes
+	XDPMode     string // one of XDPModes, used with IngressXDP
+}
+
+// Validate reports a field that is not one of its valid values, naming the
+// flag that sets it. Attach checks it before anything else, so the attach
+// code below handles valid values only.
+func (o AttachOptions) Validate() error {
+	for _, f := range []struct {
+		flag, value string
+		valid       []string
+	}{
+		{"--ingress-hook", o.IngressHook, IngressHooks},
+		{"--tc-mode", o.TCMode, TCModes},
+		{"--xdp-mode", o.XDPMode, XDPModes},
+	} {
+		if f.value != "" && !slices.Contains(f.valid, f.value) {
+			return fmt.Errorf("invalid %s %q: want one of %s", f.flag, f.value, strings.Join(f.valid, ", "))
+		}
+	}
+	return nil
 }
 
 // Interface is what Inspect learns about an interface before loading.
@@ -75,6 +104,9 @@ type Attachment struct {
 // Call it from the interface's network namespace. On error nothing stays
 // attached.
 func (o *Objects) Attach(ifc Interface, opts AttachOptions) (_ *Attachment, err error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	a := &Attachment{Iface: ifc}
 	defer func() {
 		if err != nil {
@@ -84,16 +116,13 @@ func (o *Objects) Attach(ifc Interface, opts AttachOptions) (_ *Attachment, err 
 	if err := a.attachTC(o.RttscopeTcEgress, ebpf.AttachTCXEgress, opts.TCMode); err != nil {
 		return nil, err
 	}
-	switch opts.IngressHook {
-	case IngressTC, "":
-		err = a.attachTC(o.RttscopeTcIngress, ebpf.AttachTCXIngress, opts.TCMode)
-	case IngressXDP:
+	if opts.IngressHook == IngressXDP {
 		if o.RttscopeXdpIngress == nil {
 			return nil, fmt.Errorf("%s: this kernel does not allow the XDP ingress program (see `rttscope doctor`): use --ingress-hook tc", ifc.Name)
 		}
 		err = a.attachXDP(o.RttscopeXdpIngress, opts.XDPMode)
-	default:
-		err = fmt.Errorf("unknown ingress hook %q (want tc or xdp)", opts.IngressHook)
+	} else {
+		err = a.attachTC(o.RttscopeTcIngress, ebpf.AttachTCXIngress, opts.TCMode)
 	}
 	if err != nil {
 		return nil, err
@@ -111,9 +140,6 @@ func dirName(t ebpf.AttachType) string {
 func (a *Attachment) attachTC(prog *ebpf.Program, dir ebpf.AttachType, mode string) error {
 	if mode == "" {
 		mode = TCModeAuto
-	}
-	if mode != TCModeAuto && mode != TCModeTCX && mode != TCModeClsact {
-		return fmt.Errorf("unknown tc mode %q (want auto, tcx or clsact)", mode)
 	}
 	if mode == TCModeAuto && !kernel.Has(kernel.TCX) {
 		mode = TCModeClsact // probed absent (or disabled): no attempt
@@ -211,16 +237,12 @@ func (a *Attachment) attachClsact(prog *ebpf.Program, dir ebpf.AttachType) error
 }
 
 func (a *Attachment) attachXDP(prog *ebpf.Program, mode string) error {
-	var tries []link.XDPAttachFlags
+	tries := []link.XDPAttachFlags{link.XDPDriverMode, link.XDPGenericMode} // auto
 	switch mode {
-	case XDPModeAuto, "":
-		tries = []link.XDPAttachFlags{link.XDPDriverMode, link.XDPGenericMode}
 	case XDPModeNative:
-		tries = []link.XDPAttachFlags{link.XDPDriverMode}
+		tries = tries[:1]
 	case XDPModeGeneric:
-		tries = []link.XDPAttachFlags{link.XDPGenericMode}
-	default:
-		return fmt.Errorf("unknown xdp mode %q (want auto, native or generic)", mode)
+		tries = tries[1:]
 	}
 	var errs []error
 	for _, flags := range tries {

@@ -8,7 +8,9 @@ import (
 	"time"
 )
 
-// Config is the load-time configuration of the BPF programs.
+// Config is the load-time configuration of the BPF programs: what they see
+// (constants, map sizes), nothing that only user space uses. The command
+// line's flags set it through sampling.Options.
 type Config struct {
 	// RateLimit is the minimum time between two timestamps of one flow
 	// direction (0 = timestamp every new identifier).
@@ -34,9 +36,7 @@ type Config struct {
 	FlowMapSize, TimestampMapSize, RingbufSize uint32
 	// Aggregate switches to aggregated mode: per-prefix histograms and
 	// traffic counters in the kernel, no per-sample or flow events.
-	// AggregateInterval is the length of an interval (user space only).
-	Aggregate         bool
-	AggregateInterval time.Duration
+	Aggregate bool
 	// AggPrefixV4 and AggPrefixV6 are the prefix lengths of the
 	// aggregation keys; AggReverse keys RTTs on the reply's destination.
 	AggPrefixV4, AggPrefixV6 uint8
@@ -45,9 +45,8 @@ type Config struct {
 	// this size exist when Aggregate is set).
 	PrefixMapSize uint32
 	// FlowSummary keeps per-flow RTT summaries, reported when a flow ends
-	// and, with FlowSummaryInterval > 0, that often for every flow.
-	FlowSummary         bool
-	FlowSummaryInterval time.Duration
+	// (and, if user space asks, for every live flow).
+	FlowSummary bool
 }
 
 // Default map sizes: together they hold 100,000 concurrent flows in less
@@ -91,8 +90,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("map sizes must be > 0")
 	case c.AggPrefixV4 > 32 || c.AggPrefixV6 > 128:
 		return fmt.Errorf("aggregation prefix lengths must be <= 32 (IPv4) and <= 128 (IPv6)")
-	case c.Aggregate && c.AggregateInterval <= 0:
-		return fmt.Errorf("aggregation interval must be > 0")
 	case c.Aggregate && c.PrefixMapSize == 0:
 		return fmt.Errorf("prefix map size must be > 0")
 	case c.RingbufSize < 4096 || c.RingbufSize&(c.RingbufSize-1) != 0:

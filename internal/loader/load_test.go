@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -23,16 +22,16 @@ func TestLoadPassesVerifier(t *testing.T) {
 		"replay":    func(c *Config) { c.Replay, c.TrackICMP = true, true },
 		"rtt-rate":  func(c *Config) { c.RTTRate, c.RTTRateUseSRTT = 0.5, true },
 		"rate-zero": func(c *Config) { c.RateLimit = 0 },
-		"aggregate": func(c *Config) { c.Aggregate, c.AggregateInterval, c.TrackICMP = true, time.Second, true },
+		"aggregate": func(c *Config) { c.Aggregate, c.TrackICMP = true, true },
 		"aggregate-replay-reverse": func(c *Config) {
-			c.Aggregate, c.AggregateInterval, c.Replay, c.AggReverse, c.AggPrefixV4, c.AggPrefixV6 = true, time.Second, true, true, 32, 0
+			c.Aggregate, c.Replay, c.AggReverse, c.AggPrefixV4, c.AggPrefixV6 = true, true, true, 32, 0
 		},
 		"flow-summary": func(c *Config) { c.FlowSummary, c.TrackICMP = true, true },
 		"flow-summary-aggregate-replay": func(c *Config) {
-			c.FlowSummary, c.Aggregate, c.AggregateInterval, c.Replay = true, true, time.Second, true
+			c.FlowSummary, c.Aggregate, c.Replay = true, true, true
 		},
 		"aggregate-all": func(c *Config) {
-			c.Aggregate, c.AggregateInterval, c.TrackICMP, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, time.Second, true, true, true, true
+			c.Aggregate, c.TrackICMP, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true
 		},
 	}
 	for name, mod := range variants {

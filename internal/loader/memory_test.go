@@ -2,7 +2,6 @@ package loader
 
 import (
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf/features"
 
@@ -15,7 +14,7 @@ import (
 func TestMemoryFormula(t *testing.T) {
 	testutil.RequireRoot(t)
 	cfg := DefaultConfig()
-	cfg.Aggregate, cfg.AggregateInterval = true, time.Second
+	cfg.Aggregate = true
 	objs, err := Load(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,28 @@ import (
 	"github.com/rttscope/rttscope/internal/nsrun"
 )
 
+// inspect resolves the interface names in the run's namespace, before
+// anything is loaded: a name given twice or not found is an error naming it.
+func inspect(opts Options) ([]loader.Interface, error) {
+	var ifaces []loader.Interface
+	seen := map[string]bool{}
+	err := nsrun.Named(opts.Netns, func() error {
+		for _, name := range opts.Interfaces {
+			if seen[name] {
+				return fmt.Errorf("interface %q given twice", name)
+			}
+			seen[name] = true
+			ifc, err := loader.Inspect(name)
+			if err != nil {
+				return err
+			}
+			ifaces = append(ifaces, ifc)
+		}
+		return nil
+	})
+	return ifaces, err
+}
+
 // attachments tracks the live hooks; an interface that disappears is
 // dropped while the others keep running.
 type attachments struct {
@@ -22,6 +44,7 @@ type attachments struct {
 	m  map[int]*loader.Attachment
 }
 
+// attachAll hooks every interface; on error nothing stays attached.
 func attachAll(objs *loader.Objects, ifaces []loader.Interface, opts Options) (*attachments, error) {
 	atts := &attachments{m: map[int]*loader.Attachment{}}
 	err := nsrun.Named(opts.Netns, func() error {

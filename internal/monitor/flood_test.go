@@ -19,6 +19,7 @@ import (
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/sampling"
 	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
@@ -57,7 +58,7 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 	cfg := loader.DefaultConfig()
 	cfg.FlowMapSize, cfg.TimestampMapSize = flowMap, tsMap
 	cfg.RateLimit = 10 * time.Millisecond
-	cfg.Aggregate, cfg.AggregateInterval = true, time.Second
+	cfg.Aggregate = true
 
 	var out, log testutil.Buffer
 	w, err := format.New("jsonl", &out, format.Options{})
@@ -71,6 +72,7 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 			Interfaces:      []string{l.MiddleboxClientIf, l.MiddleboxServerIf[0]},
 			Netns:           l.Middlebox.Name,
 			BPF:             cfg,
+			Report:          sampling.Report{AggregateInterval: time.Second},
 			CleanupInterval: time.Second,
 			StatsInterval:   time.Second,
 			Duration:        9 * time.Second,

@@ -44,7 +44,7 @@ func testMain(m *testing.M) int {
 	return code
 }
 
-// collector is a format.Writer that keeps every event.
+// collector is a format.EventWriter that keeps every event.
 type collector struct {
 	mu    sync.Mutex
 	rtts  []events.RTT

@@ -18,7 +18,7 @@ type reader struct {
 	rd     *ringbuf.Reader
 	out    format.Writer
 	dec    events.Decoder
-	offset atomic.Int64 // next clock offset, set by housekeeping
+	offset atomic.Int64 // next clock offset, set by the session's loop
 	rec    ringbuf.Record
 	rtt    events.RTT
 	flow   events.FlowEvent

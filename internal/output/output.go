@@ -2,20 +2,21 @@
 // appending that can be reopened after log rotation (SIGHUP), or stdout.
 //
 // Log rotation and documents: a json document ("[" ... "]") must not span
-// two files. A format writer that implements format.Restarter (every writer
-// from format.New does) is registered with File.SetRestarter; Reopen then
-// lets it flush and finish its document in the old file, switches files
+// two files. The format writer is registered with File.SetRestarter; Reopen
+// then lets it (with capability format.Restarts, as every writer from
+// format.New) flush and finish its document in the old file, switches files
 // while the format writer holds its lock, and lets it start a new document
 // in the new file:
 //
 //	f, _ := output.Open(path)
 //	w, _ := format.New(name, f, opts)
-//	f.SetRestarter(w.(format.Restarter))
+//	f.SetRestarter(w)
 //	stop := output.NotifyReopen(f, func(err error) { log.Print(err) })
 //	defer stop()
 //
-// Without a Restarter, Reopen only switches files; writes already buffered
-// by the format writer then land in the new file.
+// Without a registered writer (or with one that cannot restart), Reopen
+// only switches files; writes already buffered by the format writer then
+// land in the new file.
 package output
 
 import (
@@ -36,7 +37,7 @@ type File struct {
 	reopenMu sync.Mutex // serializes Reopen and Close
 	mu       sync.Mutex // guards f, restarter, closed; held during Write
 	f        *os.File
-	restart  format.Restarter
+	restart  format.Writer
 	closed   bool
 }
 
@@ -82,7 +83,7 @@ func (f *File) Write(p []byte) (int, error) {
 // SetRestarter registers the format writer that writes to f, so that
 // Reopen starts a new document in the new file (see the package comment).
 // nil unregisters it.
-func (f *File) SetRestarter(r format.Restarter) {
+func (f *File) SetRestarter(r format.Writer) {
 	f.mu.Lock()
 	f.restart = r
 	f.mu.Unlock()
@@ -92,7 +93,7 @@ func (f *File) SetRestarter(r format.Restarter) {
 // rotation) and switches writes to it. The new file is opened first, so on
 // error the old one stays in use. For stdout Reopen does nothing.
 //
-// With a registered Restarter, the switch happens inside its Restart: the
+// With a registered writer, the switch happens inside its Restart: the
 // old file gets everything buffered and the end of the document, the new
 // one starts a new document.
 func (f *File) Reopen() error {

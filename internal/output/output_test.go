@@ -168,7 +168,7 @@ func rotate(t *testing.T, name string, n int) (oldContent, newContent string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.SetRestarter(w.(format.Restarter))
+	f.SetRestarter(w)
 	for i := range n {
 		if err := w.WriteRTT(rtt(i)); err != nil {
 			t.Fatal(err)
@@ -248,7 +248,7 @@ func TestConcurrentReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.SetRestarter(w.(format.Restarter))
+	f.SetRestarter(w)
 
 	const total = 20000
 	var wg sync.WaitGroup

@@ -24,7 +24,7 @@ import (
 
 func aggConfig() loader.Config {
 	c := testConfig()
-	c.Aggregate, c.AggregateInterval = true, time.Second
+	c.Aggregate = true
 	c.RateLimit = 0
 	c.PrefixMapSize = 64
 	return c

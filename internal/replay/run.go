@@ -14,6 +14,7 @@ import (
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/loader"
+	"github.com/rttscope/rttscope/internal/sampling"
 )
 
 // Options configure a replay.
@@ -23,6 +24,10 @@ type Options struct {
 	Path string
 	// BPF is the program configuration, as for the live monitor.
 	BPF loader.Config
+	// Report holds the length of an aggregation interval (in capture
+	// time) when BPF.Aggregate is set. Flow summaries are written when
+	// flows end only: FlowSummaryInterval is not used.
+	Report sampling.Report
 	// Direction chooses which packets are egress (see DirectionRules).
 	Direction DirectionRules
 	// Interfaces, when not empty, keeps only the packets of these pcapng
@@ -69,9 +74,9 @@ type Summary struct {
 // DefaultCleanupInterval is the capture-time cleanup interval.
 const DefaultCleanupInterval = time.Second
 
-// writerSink hands events to a format.Writer and counts them.
+// writerSink hands events to a format writer and counts them.
 type writerSink struct {
-	w           format.Writer
+	w           format.EventWriter
 	rtts, flows uint64
 }
 
@@ -152,6 +157,9 @@ type Replay struct {
 // file that is not a capture, or missing privileges are reported before
 // any output is started.
 func Open(opts Options) (*Replay, error) {
+	if err := opts.Report.Check(opts.BPF); err != nil {
+		return nil, err
+	}
 	if opts.CleanupInterval <= 0 {
 		opts.CleanupInterval = DefaultCleanupInterval
 	}
@@ -181,9 +189,15 @@ func (r *Replay) Close() error {
 // Run replays the capture through the programs and writes every event to
 // out, in capture order. Events computed before a read error are written
 // (and out flushed, but not closed) before Run returns the error, which
-// names the file and packet index. Run can be called once.
-func (r *Replay) Run(ctx context.Context, out format.Writer) (sum Summary, err error) {
+// names the file and packet index. Aggregated mode and flow summaries need
+// a format.Writer with those capabilities (format.New's have all), which
+// Run checks before the first packet. Run can be called once.
+func (r *Replay) Run(ctx context.Context, w format.EventWriter) (sum Summary, err error) {
 	opts := r.opts
+	out := format.Extend(w)
+	if err := format.Require(out, sampling.Needs(opts.BPF)); err != nil {
+		return sum, err
+	}
 	r.sink.w = out
 	l := &replayer{
 		eng:      r.eng,
@@ -192,16 +206,12 @@ func (r *Replay) Run(ctx context.Context, out format.Writer) (sum Summary, err e
 		horizon:  int64(max(opts.BPF.TCPFlowTimeout, opts.BPF.OtherFlowTimeout, opts.BPF.TimestampTimeout) + opts.CleanupInterval),
 	}
 	if opts.BPF.Aggregate || opts.BPF.FlowSummary {
-		sw, ok := out.(format.SummaryWriter)
-		if !ok {
-			return sum, errors.New("the output writer cannot write aggregated records or flow summaries")
-		}
-		l.sw = sw
+		l.sw = out
 		if opts.BPF.Aggregate {
 			// Interval boundaries in capture time; the programs have
 			// returned when Collect runs (after a flush), so no grace.
 			l.agg = r.eng.Objects().NewAggregator(false)
-			l.aggInterval = int64(opts.BPF.AggregateInterval)
+			l.aggInterval = int64(opts.Report.AggregateInterval)
 		}
 		if opts.BPF.FlowSummary {
 			if l.sums, err = r.eng.Objects().NewSummaries(0); err != nil {
@@ -261,7 +271,7 @@ func (r *Replay) Run(ctx context.Context, out format.Writer) (sum Summary, err e
 	return sum, err
 }
 
-func writeStats(eng *Engine, out format.Writer, t int64) error {
+func writeStats(eng *Engine, out format.EventWriter, t int64) error {
 	var s events.Stats
 	if err := eng.Stats(&s); err != nil {
 		return err
@@ -283,7 +293,7 @@ type replayer struct {
 	expiries uint64
 	par      *parallel // nil: sequential
 	// Aggregated mode and flow summaries (docs/aggregation.md).
-	sw               format.SummaryWriter
+	sw               format.Writer
 	agg              *loader.Aggregator
 	aggInterval      int64
 	aggStart, aggEnd int64 // the open interval; aggEnd 0 before the first packet

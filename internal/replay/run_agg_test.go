@@ -13,6 +13,7 @@ import (
 
 	"github.com/rttscope/rttscope/internal/capture"
 	"github.com/rttscope/rttscope/internal/replay"
+	"github.com/rttscope/rttscope/internal/sampling"
 	"github.com/rttscope/rttscope/internal/testutil"
 )
 
@@ -92,10 +93,10 @@ func TestRunAggregate(t *testing.T) {
 	})
 
 	agg := cfg
-	agg.Aggregate, agg.AggregateInterval, agg.FlowSummary = true, time.Duration(interval), true
+	agg.Aggregate, agg.FlowSummary = true, true
 	var first []byte
 	for _, workers := range []int{1, 3} {
-		out, _, err := replayFile(t, path, "jsonl", replay.Options{BPF: agg, Workers: workers})
+		out, _, err := replayFile(t, path, "jsonl", replay.Options{BPF: agg, Report: sampling.Report{AggregateInterval: time.Duration(interval)}, Workers: workers})
 		if err != nil {
 			t.Fatal(err)
 		}
