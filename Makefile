@@ -56,8 +56,10 @@ fmt:
 test-go:
 	$(GO) test -count=1 -p 1 -timeout 30m $(GO_PKGS)
 
-## test: everything CI runs: lint, generated-code drift, tests
-test: lint check-generate test-go
+## test: everything CI runs: lint, generated-code drift, the test suite on
+##       this kernel, then the BPF suites on Debian's 6.1 and 6.12 kernels
+##       under qemu (about 25 min: see docs/kernels.md)
+test: lint check-generate test-go vmtest
 
 ## vmtest: the loader/replay/monitor tests on Debian's 6.1 and 6.12 kernels under
 ##         qemu (TCG; root; slow: see docs/kernels.md). VM_KERNELS, VM_PKGS select.

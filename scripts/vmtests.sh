@@ -35,7 +35,7 @@ EOF
 # packet floods) fail under TCG from emulation noise alone.
 declare -A skip_re=(
 	[replay]='^TestLiveVersusReplay$'
-	[monitor]='^(TestLabICMPMatchesPinger|TestLabTCPBulkMedian|TestLabAttachModes|TestFloodKeepsEstablishedFlows)$'
+	[monitor]='^(TestLabICMPMatchesPinger|TestLabTCPBulkMedian|TestFloodKeepsEstablishedFlows)$'
 )
 declare -A run_re=()
 

@@ -51,7 +51,7 @@ func TestLabFallbacks(t *testing.T) {
 		if len(evs) == 0 {
 			t.Errorf("%s: no ICMP samples", tg.dst)
 		}
-		checkPingPairs(t, tg, evs, count, interval, icmpTolerance)
+		checkPingPairs(t, tg, evs, count, interval, pairTolerance(icmpTolerance))
 	}
 	if st, ok := r.out.lastStats(); !ok || st.Variant != "cleanup=prog-run" || st.FlowsTimedOut < uint64(len(targets)) {
 		t.Errorf("stats %+v, want variant cleanup=prog-run and the flows timed out", st)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/stats"
@@ -214,7 +216,7 @@ func TestLabAttachModes(t *testing.T) {
 				if len(evs) == 0 {
 					t.Errorf("%s: no ICMP samples", tg.dst)
 				}
-				all = append(all, checkPingPairs(t, tg, evs, count, interval, icmpTolerance)...)
+				all = append(all, checkPingPairs(t, tg, evs, count, interval, pairTolerance(icmpTolerance))...)
 			}
 			t.Logf("%s: |monitor - pinger| %s", tc.name, fmtStats(all))
 			if h := hooksOn(t, l.Middlebox, ifname); !h.empty() {
@@ -295,15 +297,19 @@ func TestLabKill9LeavesNothing(t *testing.T) {
 	l := sharedLab(t)
 	ifname := l.MiddleboxServerIf[1]
 	for _, tc := range []struct {
-		name string
-		args []string
+		name    string
+		args    []string
+		disable string // RTTSCOPE_DISABLE of the subprocess
 	}{
-		{"tcx", nil},
-		{"xdp", []string{"-I", "xdp"}},
+		{"tcx", nil, ""},
+		{"xdp", []string{"-I", "xdp"}, ""},
+		{"clsact", nil, string(kernel.TCX)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			clsact := tc.disable == string(kernel.TCX) || !kernel.Has(kernel.TCX)
 			args := append([]string{"monitor", "--netns", l.Middlebox.Name, "-i", ifname, "-C"}, tc.args...)
 			cmd := exec.Command(binPath, args...)
+			cmd.Env = append(os.Environ(), kernel.DisableEnv+"="+tc.disable)
 			stderr, err := cmd.StderrPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -345,7 +351,10 @@ func TestLabKill9LeavesNothing(t *testing.T) {
 				t.Fatalf("no \"watching\" line within 20s; stderr:\n%s", log.String())
 			}
 			h := hooksOn(t, l.Middlebox, ifname)
-			if h.tcxEgress != 1 || (h.tcxIngress != 1 && h.xdpProg == 0) {
+			switch {
+			case clsact && (!h.clsact || len(h.filters) == 0 || h.tcxEgress+h.tcxIngress != 0):
+				t.Fatalf("while the monitor runs: %v, want clsact filters", h)
+			case !clsact && (h.tcxEgress != 1 || (h.tcxIngress != 1 && h.xdpProg == 0)):
 				t.Fatalf("while the monitor runs: %v", h)
 			}
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -356,7 +365,29 @@ func TestLabKill9LeavesNothing(t *testing.T) {
 			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 				t.Fatalf("subprocess did not die of SIGKILL: %v", err)
 			}
+			if clsact {
+				removeLeftFilters(t, l.Middlebox.Name, ifname)
+			}
 			waitHooksGone(t, l.Middlebox, ifname, 3*time.Second)
 		})
+	}
+}
+
+// removeLeftFilters checks that a killed monitor left its clsact filters
+// (which, unlike links, outlive the process) and removes them with the
+// commands the README gives, then the clsact qdisc it created.
+func removeLeftFilters(t *testing.T, netns, ifname string) {
+	t.Helper()
+	for _, dir := range []string{"ingress", "egress"} {
+		show, err := exec.Command("ip", "netns", "exec", netns, "tc", "filter", "show", "dev", ifname, dir).CombinedOutput()
+		if err != nil || !strings.Contains(string(show), "rttscope_") {
+			t.Errorf("after kill -9, %s filter show: %v, %q: want rttscope's filter left", dir, err, show)
+		}
+		if out, err := exec.Command("ip", "netns", "exec", netns, "tc", "filter", "del", "dev", ifname, dir, "prio", "49374").CombinedOutput(); err != nil {
+			t.Errorf("the README's command failed: %v: %s", err, out)
+		}
+	}
+	if out, err := exec.Command("ip", "netns", "exec", netns, "tc", "qdisc", "del", "dev", ifname, "clsact").CombinedOutput(); err != nil {
+		t.Errorf("remove the clsact qdisc: %v: %s", err, out)
 	}
 }
