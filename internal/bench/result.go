@@ -240,7 +240,7 @@ func writeNew(path string, fill func(io.Writer) error) error {
 	}
 	if err := fill(f); err != nil {
 		f.Close()
-		os.Remove(path)
+		_ = os.Remove(path) // the fill error is the one to report
 		return err
 	}
 	return f.Close()
