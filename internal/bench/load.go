@@ -27,7 +27,7 @@ import (
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
-// The load phase (issue #4 item 7): traffic through the lab's middlebox
+// The load phase: traffic through the lab's middlebox
 // with many concurrent TCP flows, and a small-datagram UDP flood, each
 // measured with no monitor and with `rttscope monitor` running as a
 // separate process in three modes (per-sample, sampled, aggregated),

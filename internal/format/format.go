@@ -1,5 +1,5 @@
 // Package format renders rttscope events in the output formats of ePPing
-// (SPEC §2): "standard" (human-readable lines), "ppviz" (Kathie Nichols'
+// (README.md, "Output formats"): "standard" (human-readable lines), "ppviz" (Kathie Nichols'
 // pping viewer), "json" (one root array) and "jsonl" (one object per line).
 //
 // Every format is written with append-style encoders into a reused buffer
