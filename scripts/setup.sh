@@ -2,8 +2,9 @@
 # Installs what rttscope needs to build, test and run its lab on Debian or
 # Ubuntu: clang-14/llvm-14 (the compiler `make generate` is pinned to, see
 # the Makefile) and libbpf headers (only for `make generate`), iproute2,
-# ethtool, tcpdump and tshark (tests), make. Go >= 1.21 must be present; the
-# go command then fetches the toolchain go.mod asks for from the module proxy.
+# ethtool, tcpdump and tshark (tests), make; then the pinned golangci-lint
+# (`make lint-tool`). Go >= 1.21 must be present; the go command then fetches
+# the toolchain go.mod asks for from the module proxy.
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -36,4 +37,8 @@ if [ "${go_minor:-0}" -lt 21 ]; then
 	exit 1
 fi
 go mod download
+# The pinned golangci-lint that `make lint` runs, built once here (from the
+# module proxy into bin/tools) so that lint runs do not pay for it.
+echo "setup.sh: golangci-lint for make lint (bin/tools; the first build takes several minutes)" >&2
+make -s -C "$(dirname "$0")/.." lint-tool
 echo "setup.sh: ready ($(go env GOVERSION), $(clang-14 --version | head -n1))" >&2

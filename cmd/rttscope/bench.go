@@ -37,7 +37,8 @@ program, and record the numbers (nothing is asserted):
             each with no monitor and with 'rttscope monitor' (a separate
             process) per-sample, sampled and aggregated: forwarding
             throughput, BPF ns/packet, softirq CPU and the monitor's CPU;
-            the summary compares with issue #4's targets.
+            the summary compares with the performance targets
+            (bench/README.md).
 
 Configurations run interleaved inside the run, --reps times each; the
 summary gives median, quartiles and the difference and ratio to the empty

@@ -113,7 +113,9 @@ func runDemo(cmd *cobra.Command, cfg demo.Config, formatArg string) error {
 		if res.Interrupted {
 			fmt.Fprintln(summaryTo, "interrupted: figures so far")
 		}
-		res.WriteSummary(summaryTo)
+		if werr := res.WriteSummary(summaryTo); err == nil {
+			err = werr
+		}
 	}
 	if err == nil && res != nil && res.Interrupted {
 		return errors.New("demo interrupted")

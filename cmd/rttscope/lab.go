@@ -181,7 +181,7 @@ func printLab(out io.Writer, l *lab.Lab) {
 		fmt.Fprintf(tw, "server %d\t%s\t%s\t%s/24 %s/64\tpath %d: +%v to server, +%v to client, %s\n",
 			i, s.Name, lab.ServerIf, l.ServerAddr4[i], l.ServerAddr6[i], i, p.DelayToServer, p.DelayToClient, rate)
 	}
-	tw.Flush()
+	_ = tw.Flush() // terminal text, like the lines above
 
 	mb, cli, srv := l.Middlebox.Name, l.Client.Name, l.Servers[0].Name
 	fmt.Fprintf(out, `

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -39,7 +40,7 @@ func usageArgs(c *cobra.Command) {
 		if check := sub.Args; check != nil {
 			sub.Args = func(cmd *cobra.Command, args []string) error {
 				err := check(cmd, args)
-				if _, ok := err.(usageError); err == nil || ok {
+				if err == nil || errors.As(err, new(usageError)) {
 					return err
 				}
 				return usageError{err.Error() + " (see --help)"}
@@ -79,7 +80,7 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func exitCode(err error) int {
-	if _, ok := err.(usageError); ok {
+	if errors.As(err, new(usageError)) {
 		return 2
 	}
 	// cobra's own error for an unknown subcommand.

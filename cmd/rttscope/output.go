@@ -40,7 +40,7 @@ func (o *outputFlags) open() (format.Writer, func() error, error) {
 	}
 	w, err := format.New(o.format, f, format.Options{})
 	if err != nil {
-		f.Close()
+		_ = f.Close() // nothing written yet; the format error is the one to report
 		return nil, nil, usageError{err.Error()}
 	}
 	f.SetRestarter(w)

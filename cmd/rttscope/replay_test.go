@@ -279,8 +279,10 @@ func TestReplayBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	run := func(args ...string) (stdout, stderr string, code int) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
@@ -365,7 +367,9 @@ func TestReplayBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := filepath.Join(dir, "text.pcap")
-	os.WriteFile(text, []byte("this is not a capture file at all\n"), 0o644)
+	if err := os.WriteFile(text, []byte("this is not a capture file at all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ path, msg string }{
 		{wifi, "unsupported link type"},
 		{text, "not a pcap or pcapng file"},
@@ -387,7 +391,9 @@ func TestReplayBinary(t *testing.T) {
 
 	// Not root: a clear message, exit 1 (run as nobody when possible).
 	if _, err := exec.LookPath("setpriv"); err == nil {
-		os.Chmod(good, 0o644)
+		if err := os.Chmod(good, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin, "replay", good)
 		var e bytes.Buffer
 		cmd.Stderr = &e

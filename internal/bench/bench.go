@@ -44,7 +44,7 @@ type Options struct {
 	// NoLiveBaseline skips the live windows without any program.
 	NoLiveBaseline bool
 
-	// Load phase (issue #4 item 7): LoadFlows concurrent TCP flows per
+	// Load phase: LoadFlows concurrent TCP flows per
 	// scenario, plus a small-datagram UDP flood when LoadUDP, each with
 	// no monitor and the monitor's three modes, LoadReps times.
 	Load                     bool

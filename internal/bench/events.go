@@ -159,7 +159,7 @@ func (c *consumer) handle() error {
 
 func (c *consumer) close() {
 	if c.out != nil {
-		c.out.Close()
+		_ = c.out.Close() // writes to io.Discard
 	}
 	c.rd.Close()
 }

@@ -265,7 +265,7 @@ func (lb *liveBench) attachEmpty() (*attached, error) {
 		return nil
 	})
 	if err != nil {
-		closeAll()
+		_ = closeAll() // the attach error is the one to report
 		return nil, err
 	}
 	return &attached{eg: lb.empty[0].EmptyTc, in: lb.empty[1].EmptyTc, stop: closeAll}, nil
@@ -315,7 +315,7 @@ func (lb *liveBench) attachRttscope(ctx context.Context) (*attached, error) {
 		}
 		return nil, fmt.Errorf("monitor: %w", err)
 	case <-ctx.Done():
-		stop()
+		_ = stop() // interrupted: ctx.Err() is the one to report
 		return nil, ctx.Err()
 	}
 	a := &attached{stop: stop, mon: cw}
@@ -328,7 +328,7 @@ func (lb *liveBench) attachRttscope(ctx context.Context) (*attached, error) {
 		return err
 	})
 	if err != nil {
-		a.close()
+		_ = a.close() // the lookup error is the one to report
 		return nil, err
 	}
 	return a, nil

@@ -27,7 +27,7 @@ import (
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
-// The load phase (issue #4 item 7): traffic through the lab's middlebox
+// The load phase: traffic through the lab's middlebox
 // with many concurrent TCP flows, and a small-datagram UDP flood, each
 // measured with no monitor and with `rttscope monitor` running as a
 // separate process in three modes (per-sample, sampled, aggregated),
@@ -354,7 +354,7 @@ func (lb *loadBench) stopTraffic() error {
 
 func (lb *loadBench) scenario(ctx context.Context, res *Result, sc loadScenario) (err error) {
 	if err := lb.startTraffic(ctx, sc); err != nil {
-		lb.stopTraffic()
+		_ = lb.stopTraffic() // the start error is the one to report
 		return err
 	}
 	defer func() { err = errors.Join(err, lb.stopTraffic()) }()
@@ -476,7 +476,7 @@ func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorPro
 		m.done <- werr
 	}); err != nil {
 		f.Close()
-		os.Remove(path)
+		_ = os.Remove(path)
 		return nil, fmt.Errorf("start %s: %w", lb.bin, err)
 	}
 	m.readWG.Add(1)
@@ -489,16 +489,16 @@ func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorPro
 // file is read to its end.
 func (m *monitorProc) read(f *os.File) {
 	defer m.readWG.Done()
-	defer os.Remove(m.path)
+	defer func() { _ = os.Remove(m.path) }() // a temporary file
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 1<<20)
 	statsTag := []byte(`"type":"stats"`)
 	var partial []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull || (err == io.EOF && len(chunk) > 0) {
+		if errors.Is(err, bufio.ErrBufferFull) || (errors.Is(err, io.EOF) && len(chunk) > 0) {
 			partial = append(partial, chunk...) // a line still being written
-			if err == bufio.ErrBufferFull {
+			if errors.Is(err, bufio.ErrBufferFull) {
 				continue
 			}
 		}
@@ -511,13 +511,13 @@ func (m *monitorProc) read(f *os.File) {
 			m.count(line, statsTag)
 			continue
 		}
-		if err != io.EOF {
+		if !errors.Is(err, io.EOF) {
 			return
 		}
 		select {
 		case <-m.exited:
 			// Exited: whatever the file holds now is all there is.
-			if _, err := br.Peek(1); err == io.EOF {
+			if _, err := br.Peek(1); errors.Is(err, io.EOF) {
 				return
 			}
 		case <-time.After(50 * time.Millisecond):
@@ -564,7 +564,7 @@ func (m *monitorProc) stop() error {
 		return nil
 	case <-time.After(monitorStopTimeout):
 		_ = m.cmd.Process.Kill()
-		<-m.done
+		_ = <-m.done // killed: the timeout is the error to report
 		return fmt.Errorf("rttscope monitor did not stop within %v", monitorStopTimeout)
 	}
 }
@@ -590,7 +590,7 @@ func (lb *loadBench) waitAttached(ctx context.Context, m *monitorProc) (eg, in *
 		select {
 		case werr := <-m.done:
 			m.done <- werr
-			return nil, nil, fmt.Errorf("rttscope monitor exited before attaching: %v (stderr: %s)", werr, strings.TrimSpace(m.stderr.String()))
+			return nil, nil, fmt.Errorf("rttscope monitor exited before attaching: %w (stderr: %s)", werr, strings.TrimSpace(m.stderr.String()))
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		case <-time.After(20 * time.Millisecond):

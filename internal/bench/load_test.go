@@ -47,11 +47,15 @@ func TestMonitorOutputCounting(t *testing.T) {
 		`{"timestamp":5,"type":"stats","packets":10,"rtt_events":2,"ringbuf_full":3}`,
 	}, "\n") + "\n"
 	cut := len(in) / 3
-	w.WriteString(in[:cut])
+	if _, err := w.WriteString(in[:cut]); err != nil {
+		t.Fatal(err)
+	}
 	m.readWG.Add(1)
 	go m.read(f)
 	time.Sleep(120 * time.Millisecond) // the reader meets the cut line
-	w.WriteString(in[cut:])
+	if _, err := w.WriteString(in[cut:]); err != nil {
+		t.Fatal(err)
+	}
 	close(m.exited)
 	m.readWG.Wait()
 	if m.rtt.Load() != 2 || m.flow.Load() != 1 || m.agg.Load() != 1 {

@@ -122,8 +122,8 @@ type Result struct {
 	LoadWindows []LoadWindow `json:"load_windows,omitempty"`
 	// EventsRuns are the raw records of the events phase.
 	EventsRuns []EventsRun `json:"events_runs,omitempty"`
-	// Targets are the issue's targets with what was measured against
-	// them (reported, not asserted).
+	// Targets are the performance targets (bench/README.md) with what
+	// was measured against them (reported, not asserted).
 	Targets []Target `json:"targets,omitempty"`
 	// Checks are sanity facts gathered while measuring (e.g. that the
 	// matching ACKs really produced RTT events).
@@ -240,7 +240,7 @@ func writeNew(path string, fill func(io.Writer) error) error {
 	}
 	if err := fill(f); err != nil {
 		f.Close()
-		os.Remove(path)
+		_ = os.Remove(path) // the fill error is the one to report
 		return err
 	}
 	return f.Close()

@@ -93,8 +93,8 @@ func startSinkProc(bin, netns string, addr netip.Addr) (*sinkProc, error) {
 			return p, nil
 		}
 	}
-	p.close()
-	return nil, fmt.Errorf("sink process: %v (stderr: %s)", err, strings.TrimSpace(p.errb.String()))
+	_ = p.close() // the start-up error is the one to report
+	return nil, fmt.Errorf("sink process: %w (stderr: %s)", err, strings.TrimSpace(p.errb.String()))
 }
 
 // counters asks the child for its counters.
@@ -124,7 +124,7 @@ func (p *sinkProc) Accepted() int64 {
 
 // close ends the child (closing its stdin; SIGKILL after 10 s).
 func (p *sinkProc) close() error {
-	p.in.Close()
+	_ = p.in.Close() // EOF on its stdin asks the child to exit; the wait below tells
 	select {
 	case err := <-p.done:
 		if err != nil {
@@ -132,8 +132,8 @@ func (p *sinkProc) close() error {
 		}
 		return nil
 	case <-time.After(10 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
+		_ = p.cmd.Process.Kill()
+		_ = <-p.done // killed: the timeout is the error to report
 		return errors.New("sink process did not stop within 10s")
 	}
 }

@@ -22,7 +22,9 @@ func TestSinkProc(t *testing.T) {
 	}
 	defer func() {
 		if p != nil {
-			p.close()
+			if err := p.close(); err != nil {
+				t.Error(err)
+			}
 		}
 	}()
 	dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), p.port)

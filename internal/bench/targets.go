@@ -4,9 +4,9 @@ import (
 	"fmt"
 )
 
-// Target is one of the issue's performance targets with what this run
-// measured against it. Reported, never asserted: Met is nil when the run
-// did not measure it.
+// Target is one of the performance targets (bench/README.md, "Performance
+// targets") with what this run measured against it. Reported, never
+// asserted: Met is nil when the run did not measure it.
 type Target struct {
 	Name     string  `json:"name"`
 	Goal     string  `json:"goal"`

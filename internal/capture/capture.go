@@ -344,7 +344,7 @@ func (r *Reader) Next() (*Packet, error) {
 func (r *Reader) Close() error {
 	var err error
 	if r.gz != nil {
-		r.gz.Close()
+		_ = r.gz.Close() // only checks the trailer, which reads already did
 	}
 	if r.ownsF && r.file != nil {
 		err = r.file.Close()
@@ -387,9 +387,9 @@ func (r *Reader) read(p []byte, what string) error {
 	switch {
 	case err == nil:
 		return nil
-	case err == io.EOF:
+	case errors.Is(err, io.EOF):
 		return io.EOF
-	case err == io.ErrUnexpectedEOF:
+	case errors.Is(err, io.ErrUnexpectedEOF):
 		if r.gz != nil && n == 0 {
 			return fmt.Errorf("%w: compressed stream ends early", ErrTruncated)
 		}
@@ -407,7 +407,7 @@ func (r *Reader) discard(n int64, what string) error {
 		r.off += int64(d)
 		n -= int64(d)
 		if err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return fmt.Errorf("%w: file ends inside a %s", ErrTruncated, what)
 			}
 			return err
@@ -437,7 +437,7 @@ func (r *Reader) readRecord(n int, what string) ([]byte, error) {
 		}
 		buf := r.buf[:headroom+have+step]
 		if err := r.read(buf[headroom+have:], what); err != nil {
-			if err == io.EOF || errors.Is(err, ErrTruncated) {
+			if errors.Is(err, io.EOF) || errors.Is(err, ErrTruncated) {
 				return nil, fmt.Errorf("%w: file ends %d bytes into the %d-byte %s", ErrTruncated, r.lastRead+have, n, what)
 			}
 			return nil, err
@@ -466,7 +466,7 @@ func ReadAll(path string) ([]Packet, error) {
 	var out []Packet
 	for {
 		p, err := r.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {

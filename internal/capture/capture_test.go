@@ -3,6 +3,7 @@ package capture
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -128,10 +129,10 @@ func check(t *testing.T, r *Reader, wants []want) {
 				w.ts, w.wireLen, w.dir, w.src, w.lt, w.iface, w.data)
 		}
 	}
-	if p, err := r.Next(); err != io.EOF {
+	if p, err := r.Next(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after %d packets: %v, %v; want io.EOF", len(wants), p, err)
 	}
-	if p, err := r.Next(); err != io.EOF {
+	if p, err := r.Next(); !errors.Is(err, io.EOF) {
 		t.Fatalf("second Next at end: %v, %v", p, err)
 	}
 }
@@ -369,7 +370,7 @@ func TestPcapngBlocks(t *testing.T) {
 	check(t, r, []want{{ts: 1e9, data: eth, wireLen: len(eth), src: src, lt: "EN10MB"}})
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -118,7 +118,7 @@ func TestTruncatedEverywhere(t *testing.T) {
 			}
 			boundary := cut == hdr || (ng && cut == 28) || (complete > 0 && ends[complete-1] == cut)
 			if boundary {
-				if err != io.EOF {
+				if !errors.Is(err, io.EOF) {
 					t.Fatalf("ng=%v cut %d on a boundary: %v", ng, cut, err)
 				}
 				continue
@@ -131,7 +131,7 @@ func TestTruncatedEverywhere(t *testing.T) {
 				t.Fatalf("ng=%v cut %d: %q does not start with %q", ng, cut, err, prefix)
 			}
 			// The error is sticky.
-			if _, err2 := r.Next(); err2 == nil || err2 == io.EOF {
+			if _, err2 := r.Next(); err2 == nil || errors.Is(err2, io.EOF) {
 				t.Fatalf("error not sticky: %v", err2)
 			}
 		}
@@ -140,12 +140,9 @@ func TestTruncatedEverywhere(t *testing.T) {
 
 func TestTruncatedGzip(t *testing.T) {
 	frames, wants := ethFrames(t)
-	var raw, gz bytes.Buffer
+	var raw bytes.Buffer
 	must(t, EncodePcapng(&raw, NgOptions{Interfaces: []NgInterface{{LinkType: LinkTypeEthernet}}}, frames))
-	zw := gzip.NewWriter(&gz)
-	zw.Write(raw.Bytes())
-	zw.Close()
-	full := gz.Bytes()
+	full := gzipped(t, raw.Bytes())
 	path := filepath.Join(t.TempDir(), "cut.pcapng.gz")
 	for cut := 1; cut < len(full); cut++ {
 		writeBytes(t, path, full[:cut])
@@ -158,7 +155,7 @@ func TestTruncatedGzip(t *testing.T) {
 		}
 		n, err := readUntilError(t, r, wants)
 		r.Close()
-		if err == io.EOF || !strings.HasPrefix(err.Error(), fmt.Sprintf("%s: packet %d: ", path, n)) {
+		if errors.Is(err, io.EOF) || !strings.HasPrefix(err.Error(), fmt.Sprintf("%s: packet %d: ", path, n)) {
 			t.Fatalf("cut %d after %d packets: %v", cut, n, err)
 		}
 		if !errors.Is(err, ErrTruncated) && !strings.Contains(err.Error(), "gzip") && !strings.Contains(err.Error(), "flate") {
@@ -191,7 +188,7 @@ func TestEmptyCaptures(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if p, err := r.Next(); err != io.EOF {
+		if p, err := r.Next(); !errors.Is(err, io.EOF) {
 			t.Errorf("%s: %v %v, want io.EOF", name, p, err)
 		}
 		r.Close()
@@ -211,10 +208,7 @@ func TestGarbage(t *testing.T) {
 	dir := t.TempDir()
 	rnd := make([]byte, 4096)
 	rand.New(rand.NewSource(1)).Read(rnd)
-	var gzText bytes.Buffer
-	zw := gzip.NewWriter(&gzText)
-	zw.Write([]byte("this is not a capture\n"))
-	zw.Close()
+	gzText := gzipped(t, []byte("this is not a capture\n"))
 	cases := map[string]struct {
 		data []byte
 		want string
@@ -225,7 +219,7 @@ func TestGarbage(t *testing.T) {
 		"tiny.pcap":     {[]byte{0xd4, 0xc3}, "only 2 bytes", ErrNotCapture},
 		"empty.pcap":    {nil, "empty file", nil},
 		"zstd.pcap.zst": {[]byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0}, "zstd compressed", ErrNotCapture},
-		"text.gz":       {gzText.Bytes(), "not a pcap or pcapng file", ErrNotCapture},
+		"text.gz":       {gzText, "not a pcap or pcapng file", ErrNotCapture},
 		"badgz.pcap.gz": {[]byte{0x1f, 0x8b, 0, 0, 0, 0}, "gzip:", nil},
 		"kuznetzov.pcap": {append([]byte{0x34, 0xcd, 0xb2, 0xa1}, make([]byte, 20)...),
 			"modified (Kuznetzov) pcap", ErrNotCapture},
@@ -259,8 +253,21 @@ func TestGarbage(t *testing.T) {
 
 func pcapHeader(lt uint32) []byte {
 	var b bytes.Buffer
-	EncodePcap(&b, PcapOptions{LinkType: uint16(lt)}, nil)
+	if err := EncodePcap(&b, PcapOptions{LinkType: uint16(lt)}, nil); err != nil {
+		panic(err) // a header alone cannot fail
+	}
 	return b.Bytes()
+}
+
+// gzipped returns b gzip-compressed.
+func gzipped(t testing.TB, b []byte) []byte {
+	t.Helper()
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	_, err := zw.Write(b)
+	must(t, err)
+	must(t, zw.Close())
+	return z.Bytes()
 }
 
 func TestCorruptRecords(t *testing.T) {
@@ -323,7 +330,7 @@ func TestCorruptRecords(t *testing.T) {
 		}
 		n, err := countUntilError(t, r, frames)
 		r.Close()
-		if n != c.n || err == io.EOF || !strings.HasPrefix(err.Error(), path+": ") || !strings.Contains(err.Error(), c.want) {
+		if n != c.n || errors.Is(err, io.EOF) || !strings.HasPrefix(err.Error(), path+": ") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: after %d packets: %v; want %d packets then %q", name, n, err, c.n, c.want)
 		}
 	}
@@ -417,7 +424,7 @@ func TestBoundedMemory(t *testing.T) {
 		var last int64
 		for {
 			p, err := r.Next()
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			must(t, err)
@@ -491,7 +498,7 @@ func TestNextDoesNotAllocate(t *testing.T) {
 		}
 		r, err := NewReader("mem", &b)
 		must(t, err)
-		r.Next() // size the buffer
+		_, _ = r.Next() // size the buffer
 		allocs := testing.AllocsPerRun(500, func() {
 			if _, err := r.Next(); err != nil {
 				t.Fatal(err)
@@ -522,7 +529,7 @@ func TestBytesReadProgress(t *testing.T) {
 	if r.BytesRead() != r.Size() {
 		t.Errorf("at the end read %d of %d", r.BytesRead(), r.Size())
 	}
-	if _, err := r.Next(); err != io.EOF {
+	if _, err := r.Next(); !errors.Is(err, io.EOF) {
 		t.Errorf("%v", err)
 	}
 	r.Close()

@@ -2,7 +2,7 @@ package capture
 
 import (
 	"bytes"
-	"compress/gzip"
+	"errors"
 	"io"
 	"testing"
 )
@@ -12,18 +12,14 @@ import (
 func FuzzReader(f *testing.F) {
 	frames, _ := ethFrames(&testing.T{})
 	var b bytes.Buffer
-	EncodePcap(&b, PcapOptions{LinkType: LinkTypeLinuxSLL2, Nanosecond: true}, frames[:2])
+	must(f, EncodePcap(&b, PcapOptions{LinkType: LinkTypeLinuxSLL2, Nanosecond: true}, frames[:2]))
 	f.Add(b.Bytes())
 	b.Reset()
-	EncodePcapng(&b, NgOptions{BigEndian: true, Interfaces: []NgInterface{{LinkType: LinkTypeEthernet},
+	must(f, EncodePcapng(&b, NgOptions{BigEndian: true, Interfaces: []NgInterface{{LinkType: LinkTypeEthernet},
 		{LinkType: LinkTypeNull, TSResol: 0x80 | 20}, {LinkType: LinkTypeLinuxSLL, FCSLen: 4}}},
-		[]TimedFrame{frames[0], {Data: frames[1].Data[10:], Interface: 1, Direction: DirInbound}, {Data: frames[2].Data, Interface: 2}})
+		[]TimedFrame{frames[0], {Data: frames[1].Data[10:], Interface: 1, Direction: DirInbound}, {Data: frames[2].Data, Interface: 2}}))
 	f.Add(b.Bytes())
-	var z bytes.Buffer
-	zw := gzip.NewWriter(&z)
-	zw.Write(b.Bytes())
-	zw.Close()
-	f.Add(z.Bytes())
+	f.Add(gzipped(f, b.Bytes()))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := NewReader("fuzz", bytes.NewReader(data))
 		if err != nil {
@@ -32,7 +28,7 @@ func FuzzReader(f *testing.F) {
 		for i := 0; i < 1000; i++ {
 			p, err := r.Next()
 			if err != nil {
-				if err != io.EOF && p != nil {
+				if !errors.Is(err, io.EOF) && p != nil {
 					t.Fatal("packet with error")
 				}
 				return

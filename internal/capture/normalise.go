@@ -90,10 +90,10 @@ func normaliseFrame(p *Packet, lt uint16, buf []byte, off, capLen, wireLen, fcsL
 
 	case LinkTypeRaw, LinkTypeDLTRaw12, LinkTypeDLTRaw14, LinkTypeIPv4, LinkTypeIPv6:
 		var proto uint16
-		switch {
-		case lt == LinkTypeIPv4:
+		switch lt {
+		case LinkTypeIPv4:
 			proto = etherTypeIPv4
-		case lt == LinkTypeIPv6:
+		case LinkTypeIPv6:
 			proto = etherTypeIPv6
 		default:
 			proto = ipEtherType(frame)

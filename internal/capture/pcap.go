@@ -2,6 +2,7 @@ package capture
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -48,7 +49,7 @@ func (r *Reader) nextPcap() error {
 	buf := r.grow(headroom)
 	hdr := buf[:16]
 	if err := r.read(hdr, "record header"); err != nil {
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return err
 		}
 		return r.recordErr(start, err)
@@ -61,7 +62,7 @@ func (r *Reader) nextPcap() error {
 	}
 	buf, err := r.readRecord(int(capLen), "packet data")
 	if err != nil {
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("%w: file ends after the record header, before %d bytes of packet data", ErrTruncated, capLen)
 		}
 		return r.recordErr(start, err)

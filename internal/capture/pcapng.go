@@ -121,7 +121,7 @@ func (r *Reader) readBlockRest(blen uint32, have int, what string) ([]byte, erro
 	n := int(blen) - have
 	buf, err := r.readRecord(n, what)
 	if err != nil {
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("%w: file ends inside a %s", ErrTruncated, what)
 		}
 		return nil, err
@@ -137,7 +137,7 @@ func (r *Reader) nextNg() error {
 		start := r.off
 		h := r.hdr[:12] // a Reader field: a local array would escape through io.ReadFull
 		if err := r.read(h[:8], "block header"); err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return err
 			}
 			return r.recordErr(start, err)
@@ -145,7 +145,7 @@ func (r *Reader) nextNg() error {
 		typ := r.ng.order.Uint32(h[0:])
 		if typ == blockSHB {
 			if err := r.read(h[8:12], "section header block"); err != nil {
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					err = fmt.Errorf("%w: file ends inside a section header block", ErrTruncated)
 				}
 				return r.recordErr(start, err)
@@ -190,7 +190,7 @@ func (r *Reader) nextNg() error {
 				return r.recordErr(start, err)
 			}
 			if err := r.read(h[:4], "block trailer"); err != nil {
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					err = fmt.Errorf("%w: file ends inside a block", ErrTruncated)
 				}
 				return r.recordErr(start, err)

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -76,7 +77,7 @@ func TestRealCaptures(t *testing.T) {
 					t.Errorf("packet %d: ethertype %#x src %v, tshark %s", i, et, gotIP, wantIP)
 				}
 			}
-			if _, err := r.Next(); err != io.EOF {
+			if _, err := r.Next(); !errors.Is(err, io.EOF) {
 				t.Errorf("after %d packets: %v", len(lines), err)
 			}
 		})

@@ -240,7 +240,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return res, fmt.Errorf("monitor: %w", err)
 	case <-ctx.Done():
 		stopMonitor()
-		<-monDone
+		_ = <-monDone // interrupted: no error to report
 		res.Interrupted = true
 		return res, nil
 	}

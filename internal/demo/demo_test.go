@@ -51,7 +51,9 @@ func TestDemoMatchesPaths(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	res, err := Run(ctx, Config{Duration: 4 * time.Second, Prefix: "rtt-demot", Output: w, Progress: &progress})
-	w.Close()
+	if cerr := w.Close(); cerr != nil {
+		t.Errorf("close output: %v", cerr)
+	}
 	if err != nil {
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
 	}
@@ -169,7 +171,9 @@ func TestConfigDefaults(t *testing.T) {
 	// A rate limit of 0 means what it means everywhere: every identifier.
 	c = Config{Sampling: sampling.Default()}
 	c.Sampling.BPF.RateLimit = 0
-	c.fill()
+	if err := c.fill(); err != nil {
+		t.Fatal(err)
+	}
 	if c.Sampling.BPF.RateLimit != 0 {
 		t.Errorf("rate limit 0 became %v", c.Sampling.BPF.RateLimit)
 	}

@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestDecodeRTT(t *testing.T) {
 	if r != want {
 		t.Fatalf("got %+v\nwant %+v", r, want)
 	}
-	if allocs := testing.AllocsPerRun(100, func() { d.Decode(raw, &r, &f) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = d.Decode(raw, &r, &f) }); allocs != 0 {
 		t.Fatalf("Decode allocates %v times", allocs)
 	}
 }
@@ -61,11 +62,11 @@ func TestDecodeFlowAndErrors(t *testing.T) {
 		f.Flow.Src.IP != netip.MustParseAddr("fd00::1") || f.Flow.Proto != ProtoICMPv6 {
 		t.Fatalf("bad flow event %+v", f)
 	}
-	if _, err := d.Decode(raw[:10], &r, &f); err != ErrShortRecord {
+	if _, err := d.Decode(raw[:10], &r, &f); !errors.Is(err, ErrShortRecord) {
 		t.Fatalf("short record: %v", err)
 	}
 	binary.LittleEndian.PutUint32(raw[0:], 99)
-	if _, err := d.Decode(raw, &r, &f); err != ErrUnknownKind {
+	if _, err := d.Decode(raw, &r, &f); !errors.Is(err, ErrUnknownKind) {
 		t.Fatalf("unknown kind: %v", err)
 	}
 }

@@ -21,7 +21,8 @@ const (
 	ProtoICMPv6 Protocol = 58
 )
 
-// String returns the name used in every output format (SPEC §2).
+// String returns the name used in every output format (README.md, "Output
+// formats").
 func (p Protocol) String() string {
 	switch p {
 	case ProtoICMP:

@@ -53,7 +53,8 @@ func appendFrac9(b []byte, v uint64) []byte {
 }
 
 // appendSeconds appends ns as decimal seconds with exactly nine digits after
-// the point, using integer arithmetic only (ppviz; SPEC §2 forbids %g).
+// the point, using integer arithmetic only (ppviz: nine decimals always,
+// README.md "Output formats"; %g would switch to exponents).
 func appendSeconds(b []byte, ns int64) []byte {
 	u := uint64(ns)
 	if ns < 0 {

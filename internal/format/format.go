@@ -1,5 +1,5 @@
 // Package format renders rttscope events in the output formats of ePPing
-// (SPEC §2): "standard" (human-readable lines), "ppviz" (Kathie Nichols'
+// (README.md, "Output formats"): "standard" (human-readable lines), "ppviz" (Kathie Nichols'
 // pping viewer), "json" (one root array) and "jsonl" (one object per line).
 //
 // Every format is written with append-style encoders into a reused buffer
@@ -220,7 +220,7 @@ type writer struct {
 // startDocument buffers a json document's opening.
 func (w *writer) startDocument() {
 	if w.kind == kindJSON {
-		w.bw.WriteString("[")
+		_, _ = w.bw.WriteString("[") // bufio errors stick: the next Write or Flush reports them
 		w.elems = 0
 	}
 }
@@ -228,7 +228,7 @@ func (w *writer) startDocument() {
 // endDocument buffers a json document's closing.
 func (w *writer) endDocument() {
 	if w.kind == kindJSON {
-		w.bw.WriteString("\n]\n")
+		_, _ = w.bw.WriteString("\n]\n") // reported by the Flush that follows
 	}
 }
 
@@ -245,7 +245,7 @@ func (w *writer) emit() error {
 				return err
 			}
 		}
-		w.bw.WriteString(sep)
+		_, _ = w.bw.WriteString(sep) // an error sticks: the Write below reports it
 		_, err := w.bw.Write(w.buf)
 		if err == nil {
 			w.elems++

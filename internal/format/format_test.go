@@ -441,13 +441,13 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 		t.Errorf("%s: schema: %v", obj, err)
 	}
 	var want []string
-	switch ev.(type) {
+	switch ev := ev.(type) {
 	case *events.RTT:
 		want = rttKeys
 	case *events.FlowEvent:
 		want = flowKeys
 	case *events.Stats:
-		if got, want := topKeys(t, obj, true), wantStatsKeys(ev.(*events.Stats)); fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := topKeys(t, obj, true), wantStatsKeys(ev); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: key order\n got %v\nwant %v", obj, got, want)
 		}
 		return

@@ -343,7 +343,7 @@ func (d *delayLine) close() {
 	d.stopping.Store(true)
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
-	unix.Write(d.stopfd, one[:])
+	_, _ = unix.Write(d.stopfd, one[:]) // only a wake-up: d.stop and d.stopping say stop
 	close(d.stop)
 	d.wg.Wait()
 	releaseProcs()

@@ -183,7 +183,7 @@ func TestFailureCleansUp(t *testing.T) {
 		}
 		l, err := New(context.Background(), Config{Prefix: prefix, Paths: []PathSpec{{DelayToServer: time.Millisecond}, {}}, ForceUserspaceDelay: true})
 		if err == nil {
-			l.Close()
+			_ = l.Close()
 			t.Fatalf("step %s: New succeeded despite the injected failure", step)
 		}
 		if !errors.Is(err, injected) || !strings.Contains(err.Error(), step) {
@@ -208,7 +208,7 @@ func TestCancelDuringSetup(t *testing.T) {
 	}
 	l, err := New(ctx, Config{Prefix: "rtt-lc", Paths: []PathSpec{{DelayToServer: time.Millisecond}}})
 	if err == nil {
-		l.Close()
+		_ = l.Close()
 		t.Fatal("New succeeded with a cancelled context")
 	}
 	if !errors.Is(err, context.Canceled) {
@@ -259,7 +259,7 @@ func TestNodeDo(t *testing.T) {
 				t.Fatalf("recovered %v", r)
 			}
 		}()
-		l.Client.Do(func() error { panic("boom") })
+		_ = l.Client.Do(func() error { panic("boom") })
 	}()
 	out, err := l.Client.Command(context.Background(), "ip", "-br", "addr", "show", "dev", ClientIf).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "10.10.0.2/24") {
@@ -327,7 +327,9 @@ func TestGOMAXPROCSRestored(t *testing.T) {
 	if got := runtime.GOMAXPROCS(0); got < before+2*procsPerLine {
 		t.Errorf("GOMAXPROCS %d while 2 delay lines run, want >= %d", got, before+2*procsPerLine)
 	}
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Error(err)
+	}
 	if got := runtime.GOMAXPROCS(0); got != before {
 		t.Errorf("GOMAXPROCS %d after Close, want %d again", got, before)
 	}

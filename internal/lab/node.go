@@ -135,12 +135,12 @@ func newNode(name string) (*Node, error) {
 		errc <- nil
 	}()
 	if err := <-errc; err != nil {
-		os.Remove(p)
+		_ = os.Remove(p) // the error is the one to report
 		return nil, fmt.Errorf("create netns %s: %w", name, err)
 	}
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		removeNetns(name)
+		_ = removeNetns(name) // the open error is the one to report
 		return nil, fmt.Errorf("open netns %s: %w", name, err)
 	}
 	return &Node{Name: name, fd: fd}, nil

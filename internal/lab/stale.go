@@ -50,7 +50,7 @@ func writeMarker(base string) error {
 }
 
 func removeMarker(base string) {
-	os.Remove(filepath.Join(markerDir, base))
+	_ = os.Remove(filepath.Join(markerDir, base)) // a stale marker names a dead process: harmless
 }
 
 // creatorAlive reports whether the process recorded in a marker still runs.

@@ -112,7 +112,9 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 				return fmt.Errorf("empty prefix map: %w", err)
 			}
 			for i := range a.keys {
-				m.Delete(&a.keys[i])
+				if err := m.Delete(&a.keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+					return fmt.Errorf("empty prefix map: %w", err)
+				}
 			}
 		}
 	}

@@ -110,7 +110,7 @@ func (o *Objects) Attach(ifc Interface, opts AttachOptions) (_ *Attachment, err 
 	a := &Attachment{Iface: ifc}
 	defer func() {
 		if err != nil {
-			a.Close()
+			_ = a.Close() // the attach error is the one to report
 		}
 	}()
 	if err := a.attachTC(o.RttscopeTcEgress, ebpf.AttachTCXEgress, opts.TCMode); err != nil {
@@ -209,7 +209,7 @@ func (a *Attachment) attachClsact(prog *ebpf.Program, dir ebpf.AttachType) error
 	}
 	if err := h.FilterAdd(filter); err != nil {
 		if created {
-			h.QdiscDel(qdisc)
+			_ = h.QdiscDel(qdisc) // the filter error is the one to report
 		}
 		h.Close()
 		if errors.Is(err, unix.EEXIST) {
@@ -226,7 +226,7 @@ func (a *Attachment) attachClsact(prog *ebpf.Program, dir ebpf.AttachType) error
 			// Only the qdisc we added goes; deleting it also removes
 			// the filter of the other direction, which is fine once
 			// both closers have run (errors for a gone link are ignored).
-			h.QdiscDel(qdisc)
+			_ = h.QdiscDel(qdisc)
 		}
 		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
 			return nil

@@ -96,7 +96,7 @@ func (c *Cleaner) Run() error {
 			return fmt.Errorf("open cleanup iterator: %w", err)
 		}
 		_, err = io.Copy(io.Discard, rd)
-		rd.Close()
+		_ = rd.Close() // read-only iterator
 		if err != nil {
 			return fmt.Errorf("run cleanup iterator: %w", err)
 		}

@@ -162,8 +162,8 @@ func dataPathError(name string, err error) error {
 		return fmt.Errorf("the kernel refused the data path program %s: %s; nothing was attached (`rttscope doctor` lists what this kernel allows)",
 			name, oneLine(kernel.Explain(err)))
 	case errors.As(err, &verr):
-		// %v keeps the last lines of the verifier log on one line.
-		return fmt.Errorf("the kernel's verifier rejected the data path program %s (kernels before 5.10 are not supported; otherwise please report this with `uname -r` and `rttscope doctor`): %v",
+		// %w formats as %v: the last lines of the verifier log, on one line.
+		return fmt.Errorf("the kernel's verifier rejected the data path program %s (kernels before 5.10 are not supported; otherwise please report this with `uname -r` and `rttscope doctor`): %w",
 			name, verr)
 	}
 	return fmt.Errorf("load the data path program %s: %s", name, oneLine(kernel.Explain(err)))

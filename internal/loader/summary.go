@@ -101,7 +101,7 @@ func (s *Summaries) Snapshot(fn func(*events.FlowSummary) error) error {
 	if err != nil {
 		return fmt.Errorf("open flow summary iterator: %w", err)
 	}
-	defer rd.Close()
+	defer func() { _ = rd.Close() }() // read-only iterator
 	br := bufio.NewReaderSize(rd, 64<<10)
 	for {
 		if _, err := io.ReadFull(br, s.buf); err != nil {

@@ -58,7 +58,7 @@ func attachAll(objs *loader.Objects, ifaces []loader.Interface, opts Options) (*
 		return nil
 	})
 	if err != nil {
-		atts.closeAll()
+		_ = atts.closeAll() // the attach error is the one to report
 		return nil, err
 	}
 	return atts, nil
@@ -82,7 +82,7 @@ func (a *attachments) drop(ifindex int) (name string, found, left bool) {
 	x, ok := a.m[ifindex]
 	if ok {
 		name = x.Iface.Name
-		x.Close()
+		_ = x.Close() // the interface is gone, and its hooks with it
 		delete(a.m, ifindex)
 	}
 	return name, ok, len(a.m) > 0

@@ -45,14 +45,18 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("lab: %v", err)
+		}
+	}()
 
 	srvAddr := netip.AddrPortFrom(l.ServerAddr4[0], 5201)
 	stopSink, err := traffic.StartSink(l.Servers[0], srvAddr.Addr(), srvAddr.Port())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stopSink()
+	defer func() { _ = stopSink() }()
 
 	const flowMap, tsMap = 2048, 2048
 	cfg := loader.DefaultConfig()
@@ -135,7 +139,9 @@ func TestFloodKeepsEstablishedFlows(t *testing.T) {
 	if err := <-monErr; err != nil {
 		t.Fatalf("monitor: %v\n%s", err, log.String())
 	}
-	w.Close()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if bulkErr != nil {
 		t.Fatalf("bulk: %v", bulkErr)
 	}

@@ -81,14 +81,12 @@ func TestLabICMPMatchesPinger(t *testing.T) {
 func TestLabTCPBulkMedian(t *testing.T) {
 	l := sharedLab(t)
 	const port = 5201
-	var sinks []*traffic.Sink
 	for i, s := range l.Servers {
 		for _, a := range []netip.Addr{l.ServerAddr4[i], l.ServerAddr6[i]} {
 			sk, err := traffic.NewSink(s, a, port)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sinks = append(sinks, sk)
 			t.Cleanup(func() { sk.Close() })
 		}
 	}
@@ -321,8 +319,8 @@ func TestLabKill9LeavesNothing(t *testing.T) {
 			killed := false
 			defer func() {
 				if !killed {
-					cmd.Process.Kill()
-					cmd.Wait()
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait() // killed: an error is expected
 				}
 			}()
 			watching := make(chan string, 1)

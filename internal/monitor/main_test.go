@@ -132,7 +132,7 @@ func startMonitor(t *testing.T, opts Options) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- Run(ctx, opts) }()
-	t.Cleanup(func() { r.stop(t) })
+	t.Cleanup(func() { _ = r.stop(t) })
 	select {
 	case <-attached:
 	case err := <-r.done:

@@ -135,7 +135,11 @@ func TestReopenFailureKeepsOldFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() {
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	// Move the directory away and put a file in its place: reopening fails.
 	if err := os.Rename(sub, filepath.Join(dir, "moved")); err != nil {
 		t.Fatal(err)
@@ -316,7 +320,11 @@ func TestNotifyReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() {
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	var errs atomic.Int32
 	stop := NotifyReopen(f, func(error) { errs.Add(1) })
 	defer stop()

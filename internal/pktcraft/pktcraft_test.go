@@ -489,7 +489,9 @@ func TestMalformed(t *testing.T) {
 	}
 	bad := decode(t, f.WithBadL4Checksum(), layers.LayerTypeEthernet)
 	tcp := bad.Layer(layers.LayerTypeTCP).(*layers.TCP)
-	tcp.SetNetworkLayerForChecksum(bad.NetworkLayer())
+	if err := tcp.SetNetworkLayerForChecksum(bad.NetworkLayer()); err != nil {
+		t.Fatal(err)
+	}
 	if _, res := tcp.VerifyChecksum(); res.Valid {
 		t.Error("bad checksum verifies")
 	}

@@ -111,14 +111,14 @@ func startCapture(t *testing.T, node *lab.Node, name string, args ...string) (st
 			return drops
 		}
 		stopped = true
-		cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill()
 			<-done
 		}
-		cmd.Wait()
+		_ = cmd.Wait() // interrupted or killed: an error is expected
 		logMu.Lock()
 		t.Logf("%s: %s", name, strings.TrimSpace(log.String()))
 		if m := droppedRE.FindStringSubmatch(log.String()); m != nil {
@@ -166,13 +166,6 @@ func (d dist) String() string {
 	return fmt.Sprintf("n=%d median %v p99 %v max %v", len(s), q(0.5), q(0.99), q(1))
 }
 
-func (d dist) max() int64 {
-	if len(d) == 0 {
-		return 0
-	}
-	return slices.Max(d)
-}
-
 func abs64(x int64) int64 {
 	if x < 0 {
 		return -x
@@ -202,7 +195,11 @@ func TestLiveVersusReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("lab: %v", err)
+		}
+	})
 	ifname := l.MiddleboxServerIf[0]
 	var ifindex int
 	if err := l.Middlebox.Do(func() error {
@@ -219,7 +216,7 @@ func TestLiveVersusReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	ethPcap := filepath.Join(dir, "eth.pcap")
 	sllPcap := filepath.Join(dir, "sll2.pcap")
 	stopEth := startCapture(t, l.Middlebox, "tcpdump", "-i", ifname, "-w", ethPcap, "-U", "--time-stamp-precision=nano", "-n")
@@ -256,7 +253,7 @@ func TestLiveVersusReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stopSink()
+	defer func() { _ = stopSink() }()
 	if n, err := traffic.Bulk(ctx, l.Client, netip.AddrPortFrom(l.ServerAddr4[0], 5201), 2*time.Second, 15_000_000); err != nil || n < 1_000_000 {
 		t.Fatalf("bulk: %d bytes, %v", n, err)
 	}

@@ -188,13 +188,14 @@ func (w *worker) run() {
 			}
 		default:
 			if w.batch != nil {
-				err = w.batch.flush()
-				first = -1
+				if err = w.batch.flush(); err == nil {
+					first = -1
+				}
 			}
 			if err == nil {
-				first = pk.index
-				err = w.runner.feed(frame, pk.ts, pk.egress)
-				first = -1
+				if err = w.runner.feed(frame, pk.ts, pk.egress); err != nil {
+					first = pk.index
+				}
 			}
 		}
 		if err != nil {

@@ -51,7 +51,7 @@ func (p *progress) update(now time.Time, packets uint64, bytesRead int64) {
 		line += fmt.Sprintf("%5.1f%%, ", min(pct, 100))
 	}
 	line += fmt.Sprintf("%d packets, %s packets/s\033[K", packets, siRate(float64(packets)/el))
-	io.WriteString(p.w, line)
+	fmt.Fprint(p.w, line)
 }
 
 // done clears the status line and, if one was shown, prints a summary.

@@ -363,7 +363,7 @@ func (r *replayer) loop(ctx context.Context, rd *capture.Reader, sum *Summary, p
 			}
 		}
 		p, err := rd.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

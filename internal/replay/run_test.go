@@ -321,7 +321,7 @@ func TestRunInterrupted(t *testing.T) {
 	var buf bytes.Buffer
 	w, _ := format.New("json", &buf, format.Options{})
 	_, err = r.Run(ctx, w)
-	w.Close()
+	_ = w.Close() // the interruption is the error under test; the output is checked below
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "interrupted") {
 		t.Errorf("error %v, want an interruption", err)
 	}
@@ -397,7 +397,9 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 	text := filepath.Join(dir, "text")
-	os.WriteFile(text, []byte("hello, world, this is text\n"), 0o644)
+	if err := os.WriteFile(text, []byte("hello, world, this is text\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := replay.Open(replay.Options{Path: text, BPF: runConfig()}); !errors.Is(err, capture.ErrNotCapture) {
 		t.Errorf("text file: %v", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -195,7 +196,7 @@ func tpRead(b *testing.B, path string) (int, time.Duration) {
 	defer rd.Close()
 	for {
 		_, err := rd.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -316,8 +317,12 @@ func tpRecord(b *testing.B, rec map[string]any) {
 		b.Logf("cannot record result: %v", err)
 		return
 	}
-	defer f.Close()
-	f.Write(append(line, '\n'))
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		b.Logf("cannot record result: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		b.Logf("cannot record result: %v", err)
+	}
 }
 
 var tpMachineInfo struct {

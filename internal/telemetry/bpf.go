@@ -42,14 +42,14 @@ func EnableBPFStatsOrSysctl() (restore func() error, method string, err error) {
 	}
 	prev, rerr := os.ReadFile(bpfStatsSysctl)
 	if rerr != nil {
-		return nil, "", fmt.Errorf("%w; and cannot read %s: %v", err, bpfStatsSysctl, rerr)
+		return nil, "", fmt.Errorf("%w; and cannot read %s: %w", err, bpfStatsSysctl, rerr)
 	}
 	old := string(bytes.TrimSpace(prev))
 	if old == "1" {
 		return func() error { return nil }, "kernel.bpf_stats_enabled (was already 1)", nil
 	}
 	if werr := os.WriteFile(bpfStatsSysctl, []byte("1"), 0o644); werr != nil {
-		return nil, "", fmt.Errorf("%w; sysctl: %v", err, werr)
+		return nil, "", fmt.Errorf("%w; sysctl: %w", err, werr)
 	}
 	return func() error {
 		if err := os.WriteFile(bpfStatsSysctl, []byte(old), 0o644); err != nil {

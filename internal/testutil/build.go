@@ -21,7 +21,7 @@ func Build(pkg string) (bin string, cleanup func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	cleanup = func() { os.RemoveAll(dir) }
+	cleanup = func() { _ = os.RemoveAll(dir) }
 	if err := os.Chmod(dir, 0o755); err != nil {
 		cleanup()
 		return "", nil, err
@@ -30,7 +30,7 @@ func Build(pkg string) (bin string, cleanup func(), err error) {
 	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		cleanup()
-		return "", nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		return "", nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, cleanup, nil
 }

@@ -149,7 +149,9 @@ func StartManyFlows(ctx context.Context, client *lab.Node, dst netip.AddrPort, o
 					tc := c.(*net.TCPConn)
 					// Go sets TCP_NODELAY by default; small writes
 					// should normally be coalesced as by any sender.
-					tc.SetNoDelay(o.NoDelay)
+					if err := tc.SetNoDelay(o.NoDelay); err != nil {
+						return fmt.Errorf("connection %d: %w", i+1, err)
+					}
 					m.conns[i] = tc
 				}
 			})
@@ -265,7 +267,7 @@ func (m *ManyFlows) Stop() error {
 		now := time.Now()
 		for _, c := range m.conns {
 			if c != nil {
-				c.SetWriteDeadline(now)
+				_ = c.SetWriteDeadline(now) // unblock writers; the close below ends them anyway
 			}
 		}
 		m.wg.Wait()
@@ -277,7 +279,7 @@ func (m *ManyFlows) Stop() error {
 func (m *ManyFlows) closeConns() {
 	for i, c := range m.conns {
 		if c != nil {
-			c.SetLinger(0)
+			_ = c.SetLinger(0) // reset: drop what is still queued
 			c.Close()
 			m.conns[i] = nil
 		}

@@ -28,7 +28,7 @@ func TestManyFlows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Stop()
+	defer func() { _ = m.Stop() }() // on early failure; stopped below
 	if m.Flows() != flows {
 		t.Fatalf("opened %d flows, want %d", m.Flows(), flows)
 	}
@@ -49,7 +49,9 @@ func TestManyFlows(t *testing.T) {
 	if e := m.WriteErrors(); e != 0 {
 		t.Errorf("%d write errors", e)
 	}
-	m.Stop()
+	if err := m.Stop(); err != nil {
+		t.Error(err)
+	}
 	deadline = time.Now().Add(10 * time.Second)
 	for sink.Active() > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -71,7 +73,9 @@ func TestUDPFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	f.Stop()
+	if err := f.Stop(); err != nil {
+		t.Error(err)
+	}
 	sent := f.Sent()
 	if sent < 10000 || sent > 30000 {
 		t.Errorf("sent %d datagrams in about 1s at 20,000/s", sent)

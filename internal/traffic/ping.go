@@ -16,8 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/lab"
 	"golang.org/x/sys/unix"
+
+	"github.com/rttscope/rttscope/internal/lab"
 )
 
 // EchoID is the ICMP echo identifier Ping uses (ASCII "rt"). The pinger

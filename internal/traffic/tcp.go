@@ -13,8 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/lab"
 	"golang.org/x/sys/unix"
+
+	"github.com/rttscope/rttscope/internal/lab"
 )
 
 // Sink is a TCP server inside a lab node that accepts connections and
@@ -212,7 +213,7 @@ func BulkStats(ctx context.Context, client *lab.Node, dst netip.AddrPort, d time
 		return res, fmt.Errorf("bulk: connect to %s from %s: %w", dst, client.Name, err)
 	}
 	defer func() {
-		conn.SetLinger(0) // reset: drop what is still queued
+		_ = conn.SetLinger(0) // reset: drop what is still queued
 		conn.Close()
 	}()
 
@@ -220,7 +221,7 @@ func BulkStats(ctx context.Context, client *lab.Node, dst netip.AddrPort, d time
 	if err := conn.SetWriteDeadline(start.Add(d)); err != nil {
 		return res, err
 	}
-	stop := context.AfterFunc(ctx, func() { conn.SetWriteDeadline(time.Now()) })
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetWriteDeadline(time.Now()) })
 	defer stop()
 
 	buf := make([]byte, 128<<10)
