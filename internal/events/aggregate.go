@@ -59,6 +59,9 @@ type Aggregate struct {
 	// (capture time in replay).
 	Time, Start int64
 	Prefix      netip.Prefix
+	// PrefixID, when not 0, is a number given to the prefix for the run
+	// that stands in for it, which is then invalid (--anonymize drop).
+	PrefixID uint64
 	// RX counts packets from the prefix seen on ingress, TX packets to it
 	// seen on egress (swapped with --aggregate-reverse).
 	RX, TX Traffic

@@ -49,10 +49,18 @@ type Endpoint struct {
 type Flow struct {
 	Src, Dst Endpoint
 	Proto    Protocol
+	// ID, when not 0, is a number given to the connection for the run that
+	// stands in for its addresses, which are then invalid (zero): with
+	// --anonymize drop no address leaves the process (docs/privacy.md).
+	ID uint64
 }
 
 // Reverse returns the flow in the other direction.
-func (f Flow) Reverse() Flow { return Flow{Src: f.Dst, Dst: f.Src, Proto: f.Proto} }
+func (f Flow) Reverse() Flow { return Flow{Src: f.Dst, Dst: f.Src, Proto: f.Proto, ID: f.ID} }
+
+// AddressesDropped reports whether the flow carries a number instead of
+// addresses (Flow.ID).
+func (f *Flow) AddressesDropped() bool { return f.ID != 0 && !f.Src.IP.IsValid() }
 
 // RTT is one round-trip time sample.
 type RTT struct {

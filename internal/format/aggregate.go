@@ -22,11 +22,12 @@ func (w *writer) WriteAggregate(a *events.Aggregate) error {
 //
 //	HH:MM:SS.nnnnnnnnn PREFIX rtt n=N min=X mean=X p50=X p90=X p95=X p99=X max=X ms rx=P pkts B bytes tx=P pkts B bytes
 //
-// (the rtt part is "rtt n=0" without samples).
-func appendAggregateStandard(b []byte, a *events.Aggregate, loc *time.Location) []byte {
-	b = appendTimeOfDay(b, a.Time, loc)
+// (the rtt part is "rtt n=0" without samples; minimal output has no rx and
+// tx part; a prefix dropped by --anonymize drop shows as "#ID").
+func appendAggregateStandard(b []byte, a *events.Aggregate, st *style) []byte {
+	b = appendTimeOfDay(b, a.Time, st.loc)
 	b = append(b, ' ')
-	b = a.Prefix.AppendTo(b)
+	b = appendPrefix(b, a)
 	b = append(b, " rtt n="...)
 	b = strconv.AppendUint(b, a.Count, 10)
 	if a.Count > 0 {
@@ -41,6 +42,9 @@ func appendAggregateStandard(b []byte, a *events.Aggregate, loc *time.Location) 
 		}
 		b = append(b, " ms"...)
 	}
+	if st.minimal {
+		return append(b, '\n')
+	}
 	b = append(b, " rx="...)
 	b = strconv.AppendUint(b, a.RX.TotalPackets(), 10)
 	b = append(b, " pkts "...)
@@ -50,6 +54,14 @@ func appendAggregateStandard(b []byte, a *events.Aggregate, loc *time.Location) 
 	b = append(b, " pkts "...)
 	b = strconv.AppendUint(b, a.TX.TotalBytes(), 10)
 	return append(b, " bytes\n"...)
+}
+
+// appendPrefix appends the prefix, or "#ID" for one that was dropped.
+func appendPrefix(b []byte, a *events.Aggregate) []byte {
+	if a.PrefixID != 0 && !a.Prefix.IsValid() {
+		return strconv.AppendUint(append(b, '#'), a.PrefixID, 10)
+	}
+	return a.Prefix.AppendTo(b)
 }
 
 func appendTrafficJSON(b []byte, key string, t *events.Traffic) []byte {
@@ -79,8 +91,10 @@ func appendTrafficJSON(b []byte, key string, t *events.Traffic) []byte {
 
 // appendAggregateJSON appends an aggregate object. The RTT statistics are
 // present only when count_rtt > 0. histogram lists the non-empty bins as
-// [lower_ns, upper_ns, count] (upper_ns null for the overflow bin).
-func appendAggregateJSON(b []byte, a *events.Aggregate) []byte {
+// [lower_ns, upper_ns, count] (upper_ns null for the overflow bin). A
+// prefix dropped by --anonymize drop has prefix_id in place of ip_prefix;
+// minimal output has no rx_stats and tx_stats.
+func appendAggregateJSON(b []byte, a *events.Aggregate, st *style) []byte {
 	b = append(b, '{')
 	b = appendInt(b, "timestamp", a.Time)
 	b = append(b, ',')
@@ -88,14 +102,21 @@ func appendAggregateJSON(b []byte, a *events.Aggregate) []byte {
 	b = append(b, ',')
 	b = appendInt(b, "interval_start", a.Start)
 	b = append(b, ',')
-	b = appendKey(b, "ip_prefix")
-	b = append(b, '"')
-	b = a.Prefix.AppendTo(b)
-	b = append(b, '"', ',')
-	b = appendTrafficJSON(b, "rx_stats", &a.RX)
+	if a.PrefixID != 0 && !a.Prefix.IsValid() {
+		b = appendUint(b, "prefix_id", a.PrefixID)
+	} else {
+		b = appendKey(b, "ip_prefix")
+		b = append(b, '"')
+		b = a.Prefix.AppendTo(b)
+		b = append(b, '"')
+	}
 	b = append(b, ',')
-	b = appendTrafficJSON(b, "tx_stats", &a.TX)
-	b = append(b, ',')
+	if !st.minimal {
+		b = appendTrafficJSON(b, "rx_stats", &a.RX)
+		b = append(b, ',')
+		b = appendTrafficJSON(b, "tx_stats", &a.TX)
+		b = append(b, ',')
+	}
 	b = appendUint(b, "count_rtt", a.Count)
 	if a.Count == 0 {
 		return append(b, '}')

@@ -12,15 +12,24 @@ import (
 // extended slice. None of them allocates when b has room.
 
 // appendFlowName appends "SRC:SPORT+DST:DPORT" (IPv6 without brackets).
+// A flow whose addresses were dropped (--anonymize drop) shows its number
+// in their place: "#ID:SPORT+#ID:DPORT", which scripts that split on '+'
+// and the last ':' still take apart.
 func appendFlowName(b []byte, f *events.Flow) []byte {
-	b = f.Src.IP.AppendTo(b)
+	b = appendHost(b, f, &f.Src)
 	b = append(b, ':')
 	b = strconv.AppendUint(b, uint64(f.Src.Port), 10)
 	b = append(b, '+')
-	b = f.Dst.IP.AppendTo(b)
+	b = appendHost(b, f, &f.Dst)
 	b = append(b, ':')
-	b = strconv.AppendUint(b, uint64(f.Dst.Port), 10)
-	return b
+	return strconv.AppendUint(b, uint64(f.Dst.Port), 10)
+}
+
+func appendHost(b []byte, f *events.Flow, e *events.Endpoint) []byte {
+	if f.AddressesDropped() {
+		return strconv.AppendUint(append(b, '#'), f.ID, 10)
+	}
+	return e.IP.AppendTo(b)
 }
 
 // appendTimeOfDay appends "HH:MM:SS.nnnnnnnnn" for Unix time ns in loc, as
@@ -75,8 +84,8 @@ func appendMillis(b []byte, d time.Duration) []byte {
 	return strconv.AppendFloat(b, float64(d)/1e6, 'g', 6, 64)
 }
 
-func appendRTTStandard(b []byte, e *events.RTT, loc *time.Location) []byte {
-	b = appendTimeOfDay(b, e.Time, loc)
+func appendRTTStandard(b []byte, e *events.RTT, st *style) []byte {
+	b = appendTimeOfDay(b, e.Time, st.loc)
 	b = append(b, ' ')
 	b = appendMillis(b, e.RTT)
 	b = append(b, " ms "...)
@@ -88,8 +97,8 @@ func appendRTTStandard(b []byte, e *events.RTT, loc *time.Location) []byte {
 	return append(b, '\n')
 }
 
-func appendFlowStandard(b []byte, e *events.FlowEvent, loc *time.Location) []byte {
-	b = appendTimeOfDay(b, e.Time, loc)
+func appendFlowStandard(b []byte, e *events.FlowEvent, st *style) []byte {
+	b = appendTimeOfDay(b, e.Time, st.loc)
 	b = append(b, ' ')
 	b = append(b, e.Flow.Proto.String()...)
 	b = append(b, ' ')
@@ -279,46 +288,57 @@ func appendIP(b []byte, key string, e *events.Endpoint) []byte {
 }
 
 // appendCommonJSON appends the fields every json event starts with:
-// timestamp, src_ip, src_port, dest_ip, dest_port, protocol.
+// timestamp, src_ip, src_port, dest_ip, dest_port, protocol. A flow whose
+// addresses were dropped (--anonymize drop) has flow_id in place of src_ip
+// and dest_ip.
 func appendCommonJSON(b []byte, ts int64, f *events.Flow) []byte {
 	b = append(b, '{')
 	b = appendInt(b, "timestamp", ts)
 	b = append(b, ',')
-	b = appendIP(b, "src_ip", &f.Src)
-	b = append(b, ',')
-	b = appendUint(b, "src_port", uint64(f.Src.Port))
-	b = append(b, ',')
-	b = appendIP(b, "dest_ip", &f.Dst)
-	b = append(b, ',')
+	if f.AddressesDropped() {
+		b = appendUint(b, "flow_id", f.ID)
+		b = append(b, ',')
+		b = appendUint(b, "src_port", uint64(f.Src.Port))
+		b = append(b, ',')
+	} else {
+		b = appendIP(b, "src_ip", &f.Src)
+		b = append(b, ',')
+		b = appendUint(b, "src_port", uint64(f.Src.Port))
+		b = append(b, ',')
+		b = appendIP(b, "dest_ip", &f.Dst)
+		b = append(b, ',')
+	}
 	b = appendUint(b, "dest_port", uint64(f.Dst.Port))
 	b = append(b, ',')
 	return appendStr(b, "protocol", f.Proto.String())
 }
 
 // appendRTTJSON appends an RTT object: ePPing's fields in ePPing's order,
-// then rttscope's own (smoothed_rtt).
-func appendRTTJSON(b []byte, e *events.RTT) []byte {
+// then rttscope's own (smoothed_rtt). Minimal output has no counters.
+func appendRTTJSON(b []byte, e *events.RTT, st *style) []byte {
 	b = appendCommonJSON(b, e.Time, &e.Flow)
 	b = append(b, ',')
 	b = appendInt(b, "rtt", int64(e.RTT))
 	b = append(b, ',')
 	b = appendInt(b, "min_rtt", int64(e.MinRTT))
 	b = append(b, ',')
-	b = appendUint(b, "sent_packets", e.SentPackets)
-	b = append(b, ',')
-	b = appendUint(b, "sent_bytes", e.SentBytes)
-	b = append(b, ',')
-	b = appendUint(b, "rec_packets", e.RecPackets)
-	b = append(b, ',')
-	b = appendUint(b, "rec_bytes", e.RecBytes)
-	b = append(b, ',')
+	if !st.minimal {
+		b = appendUint(b, "sent_packets", e.SentPackets)
+		b = append(b, ',')
+		b = appendUint(b, "sent_bytes", e.SentBytes)
+		b = append(b, ',')
+		b = appendUint(b, "rec_packets", e.RecPackets)
+		b = append(b, ',')
+		b = appendUint(b, "rec_bytes", e.RecBytes)
+		b = append(b, ',')
+	}
 	b = appendBool(b, "match_on_egress", e.MatchOnEgress)
 	b = append(b, ',')
 	b = appendInt(b, "smoothed_rtt", int64(e.SmoothedRTT))
 	return append(b, '}')
 }
 
-func appendFlowJSON(b []byte, e *events.FlowEvent) []byte {
+func appendFlowJSON(b []byte, e *events.FlowEvent, _ *style) []byte {
 	b = appendCommonJSON(b, e.Time, &e.Flow)
 	b = append(b, ',')
 	b = appendStr(b, "flow_event", e.Type.String())
@@ -403,5 +423,42 @@ func appendProgramJSON(b []byte, p *events.ProgramStats) []byte {
 		b = appendKey(b, "interval_ns_per_packet")
 		b = appendFloat(b, v, 1)
 	}
+	return append(b, '}')
+}
+
+// appendAnonKeyLine appends the standard and ppviz formats' line for an
+// anonymization key: "HH:MM:SS.nnnnnnnnn anonymization: scheme=pfx
+// key_id=0a1b2c3d first|rotated".
+func appendAnonKeyLine(b []byte, k *events.AnonKey, loc *time.Location) []byte {
+	b = appendTimeOfDay(b, k.Time, loc)
+	b = append(b, " anonymization: scheme="...)
+	b = append(b, k.Scheme...)
+	b = append(b, " key_id="...)
+	b = append(b, k.KeyID...)
+	b = append(b, ' ')
+	b = append(b, anonKeyWhen(k)...)
+	return append(b, '\n')
+}
+
+func anonKeyWhen(k *events.AnonKey) string {
+	if k.Rotated {
+		return "rotated"
+	}
+	return "first"
+}
+
+// appendAnonKeyJSON appends {"timestamp":T,"type":"anonymization",
+// "scheme":S,"key_id":ID,"key":"first"|"rotated"}.
+func appendAnonKeyJSON(b []byte, k *events.AnonKey) []byte {
+	b = append(b, '{')
+	b = appendInt(b, "timestamp", k.Time)
+	b = append(b, ',')
+	b = appendStr(b, "type", "anonymization")
+	b = append(b, ',')
+	b = appendStr(b, "scheme", k.Scheme)
+	b = append(b, ',')
+	b = appendStr(b, "key_id", k.KeyID)
+	b = append(b, ',')
+	b = appendStr(b, "key", anonKeyWhen(k))
 	return append(b, '}')
 }

@@ -40,6 +40,9 @@ type Writer interface {
 	// WriteFlowSummary writes a per-flow summary (--flow-summary):
 	// capability FlowSummaries.
 	WriteFlowSummary(s *events.FlowSummary) error
+	// WriteAnonKey says which anonymization key the records that follow
+	// were made with (--anonymize): capability AnonKeys.
+	WriteAnonKey(k *events.AnonKey) error
 	// Restart lets the owner of the underlying io.Writer switch it to a
 	// new destination (log rotation, see output.File.Reopen) without
 	// losing or splitting records and so that each destination holds a
@@ -84,12 +87,13 @@ const (
 	Aggregates    Capability = 1 << iota // WriteAggregate
 	FlowSummaries                        // WriteFlowSummary
 	Restarts                             // Restart keeps documents whole
+	AnonKeys                             // WriteAnonKey
 )
 
 // All is every capability: what the writers of New state.
-const All = Aggregates | FlowSummaries | Restarts
+const All = Aggregates | FlowSummaries | Restarts | AnonKeys
 
-var capabilityNames = [...]string{"aggregated records", "flow summaries", "restarts after log rotation"}
+var capabilityNames = [...]string{"aggregated records", "flow summaries", "restarts after log rotation", "anonymization key records"}
 
 // String names the capabilities in c, joined by "or" ("" for none).
 func (c Capability) String() string {
@@ -131,6 +135,7 @@ type eventsOnly struct{ EventWriter }
 
 func (eventsOnly) WriteAggregate(*events.Aggregate) error     { return ErrUnsupported }
 func (eventsOnly) WriteFlowSummary(*events.FlowSummary) error { return ErrUnsupported }
+func (eventsOnly) WriteAnonKey(*events.AnonKey) error         { return ErrUnsupported }
 func (eventsOnly) Restart(reopen func() error) error          { return reopen() }
 func (eventsOnly) Capabilities() Capability                   { return 0 }
 
@@ -142,8 +147,20 @@ type Options struct {
 	// StatsTo receives the stats lines of the standard and ppviz formats
 	// (one Write per line, unbuffered), so that their main stream stays
 	// parseable; nil means os.Stderr. json and jsonl put stats records in
-	// the main stream and ignore StatsTo.
+	// the main stream and ignore StatsTo. The same holds for notices
+	// (WriteAnonKey).
 	StatsTo io.Writer
+	// Minimal leaves out of samples, aggregated records and flow summaries
+	// what RTT analysis does not need: their packet and byte counters
+	// (--minimal, docs/privacy.md). Stats records keep theirs: they count
+	// rttscope's own work, not anybody's traffic.
+	Minimal bool
+}
+
+// style is what, besides the record, decides how it is rendered.
+type style struct {
+	loc     *time.Location
+	minimal bool
 }
 
 // ErrClosed is returned by writes to a closed Writer.
@@ -186,14 +203,14 @@ func New(name string, w io.Writer, opts Options) (Writer, error) {
 	}
 	fw := &writer{
 		kind:    kind(k),
-		loc:     opts.Location,
+		style:   style{loc: opts.Location, minimal: opts.Minimal},
 		statsTo: opts.StatsTo,
 		dst:     w,
 		bw:      bufio.NewWriterSize(w, bufSize),
 		buf:     make([]byte, 0, 512),
 	}
-	if fw.loc == nil {
-		fw.loc = time.Local
+	if fw.style.loc == nil {
+		fw.style.loc = time.Local
 	}
 	if fw.statsTo == nil {
 		fw.statsTo = os.Stderr
@@ -207,7 +224,7 @@ const bufSize = 64 << 10
 type writer struct {
 	mu      sync.Mutex
 	kind    kind
-	loc     *time.Location
+	style   style
 	statsTo io.Writer
 	dst     io.Writer // what bw writes to
 	bw      *bufio.Writer
@@ -265,9 +282,9 @@ func (w *writer) emit() error {
 // Every record type has a standard and a json rendering; ppviz only has
 // RTT samples, so a nil ppviz means the record is skipped there.
 func record[T any](w *writer, e *T,
-	standard func([]byte, *T, *time.Location) []byte,
+	standard func([]byte, *T, *style) []byte,
 	ppviz func([]byte, *T) []byte,
-	json func([]byte, *T) []byte) error {
+	json func([]byte, *T, *style) []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -275,16 +292,16 @@ func record[T any](w *writer, e *T,
 	}
 	switch w.kind {
 	case kindStandard:
-		w.buf = standard(w.buf[:0], e, w.loc)
+		w.buf = standard(w.buf[:0], e, &w.style)
 	case kindPPViz:
 		if ppviz == nil {
 			return nil
 		}
 		w.buf = ppviz(w.buf[:0], e)
 	case kindJSON:
-		w.buf = json(w.buf[:0], e)
+		w.buf = json(w.buf[:0], e, &w.style)
 	case kindJSONL:
-		w.buf = append(json(w.buf[:0], e), '\n')
+		w.buf = append(json(w.buf[:0], e, &w.style), '\n')
 	}
 	return w.emit()
 }
@@ -298,6 +315,19 @@ func (w *writer) WriteFlow(e *events.FlowEvent) error {
 }
 
 func (w *writer) WriteStats(s *events.Stats) error {
+	return sideRecord(w, s, appendStatsLine, appendStatsJSON)
+}
+
+// WriteAnonKey implements Writer: like stats, a line on StatsTo for the
+// standard and ppviz formats, a record in the stream for json and jsonl.
+func (w *writer) WriteAnonKey(k *events.AnonKey) error {
+	return sideRecord(w, k, appendAnonKeyLine, appendAnonKeyJSON)
+}
+
+// sideRecord writes a record about the run rather than the traffic: a line
+// to StatsTo for the standard and ppviz formats, so that their main stream
+// stays parseable, and into the stream for json and jsonl.
+func sideRecord[T any](w *writer, r *T, line func([]byte, *T, *time.Location) []byte, json func([]byte, *T) []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -305,13 +335,13 @@ func (w *writer) WriteStats(s *events.Stats) error {
 	}
 	switch w.kind {
 	case kindStandard, kindPPViz:
-		w.buf = appendStatsLine(w.buf[:0], s, w.loc)
+		w.buf = line(w.buf[:0], r, w.style.loc)
 		_, err := w.statsTo.Write(w.buf)
 		return err
 	case kindJSON:
-		w.buf = appendStatsJSON(w.buf[:0], s)
+		w.buf = json(w.buf[:0], r)
 	case kindJSONL:
-		w.buf = append(appendStatsJSON(w.buf[:0], s), '\n')
+		w.buf = append(json(w.buf[:0], r), '\n')
 	}
 	return w.emit()
 }

@@ -291,7 +291,7 @@ func TestStandardTimeOfDay(t *testing.T) {
 		{time.UTC, "22:13:20.000000001 40 ms 40 ms TCP 2001:db8::1:443+::1:1\n"},
 		{time.FixedZone("X", 5*3600+30*60), "03:43:20.000000001 40 ms 40 ms TCP 2001:db8::1:443+::1:1\n"},
 	} {
-		if got := string(appendRTTStandard(nil, e, c.loc)); got != c.want {
+		if got := string(appendRTTStandard(nil, e, &style{loc: c.loc})); got != c.want {
 			t.Errorf("got %q, want %q", got, c.want)
 		}
 	}
@@ -512,7 +512,8 @@ func TestJSONSchemaAndOrder(t *testing.T) {
 		statsWith(`"bpf_stats_enabled":true,"programs":[{"name":"kprobe","run_count":1,"run_time_ns":1,"interval_run_count":0,"interval_run_time_ns":0}]`),
 		statsWith(`"process":{"cpu_user_s":0.1,"cpu_system_s":0.1,"rss_bytes":1,"max_rss_bytes":1}`),
 		statsWith(`"process":{"cpu_user_s":-0.1,"cpu_system_s":0.1,"rss_bytes":1,"max_rss_bytes":1,"cpu_share":0}`),
-		`{"timestamp":1,"type":"aggregate","interval_start":0,"ip_prefix":"10.0.0.0/24","count_rtt":1}`,
+		`{"timestamp":1,"type":"aggregate","interval_start":0,"ip_prefix":"10.0.0.0/24","prefix_id":3,"count_rtt":0}`,
+		`{"timestamp":1,"type":"aggregate","interval_start":0,"ip_prefix":"10.0.0.0/24","rx_stats":{"packets":0},"count_rtt":0}`,
 	} {
 		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(bad))
 		if err != nil {
@@ -540,7 +541,7 @@ func TestIPv6ZoneEscaped(t *testing.T) {
 	e := &events.RTT{Flow: events.Flow{
 		Src: events.Endpoint{IP: netip.MustParseAddr("fe80::1").WithZone(`we"ird\`), Port: 1},
 		Dst: ep("fe80::2", 2), Proto: events.ProtoTCP}}
-	b := appendRTTJSON(nil, e)
+	b := appendRTTJSON(nil, e, &style{})
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("%s: %v", b, err)

@@ -23,8 +23,10 @@ func summaryWhat(s *events.FlowSummary) string {
 // appendSummaryStandard appends one line:
 //
 //	HH:MM:SS.nnnnnnnnn TCP SRC:SPORT+DST:DPORT summary closing due to FIN, duration 12.3 s; src: P pkts B bytes, rtt n=N min=X mean=X p50=X p99=X max=X ms; dest: ...
-func appendSummaryStandard(b []byte, s *events.FlowSummary, loc *time.Location) []byte {
-	b = appendTimeOfDay(b, s.Time, loc)
+//
+// Minimal output leaves out the "P pkts B bytes, " parts.
+func appendSummaryStandard(b []byte, s *events.FlowSummary, st *style) []byte {
+	b = appendTimeOfDay(b, s.Time, st.loc)
 	b = append(b, ' ')
 	b = append(b, s.Flow.Proto.String()...)
 	b = append(b, ' ')
@@ -44,10 +46,13 @@ func appendSummaryStandard(b []byte, s *events.FlowSummary, loc *time.Location) 
 		} else {
 			b = append(b, "; dest: "...)
 		}
-		b = strconv.AppendUint(b, d.Packets, 10)
-		b = append(b, " pkts "...)
-		b = strconv.AppendUint(b, d.Bytes, 10)
-		b = append(b, " bytes, rtt n="...)
+		if !st.minimal {
+			b = strconv.AppendUint(b, d.Packets, 10)
+			b = append(b, " pkts "...)
+			b = strconv.AppendUint(b, d.Bytes, 10)
+			b = append(b, " bytes, "...)
+		}
+		b = append(b, "rtt n="...)
 		b = strconv.AppendUint(b, d.Count, 10)
 		if d.Count > 0 {
 			for _, f := range [...]struct {
@@ -65,13 +70,15 @@ func appendSummaryStandard(b []byte, s *events.FlowSummary, loc *time.Location) 
 	return append(b, '\n')
 }
 
-func appendDirSummaryJSON(b []byte, key string, d *events.FlowDirSummary) []byte {
+func appendDirSummaryJSON(b []byte, key string, d *events.FlowDirSummary, st *style) []byte {
 	b = appendKey(b, key)
 	b = append(b, '{')
-	b = appendUint(b, "packets", d.Packets)
-	b = append(b, ',')
-	b = appendUint(b, "bytes", d.Bytes)
-	b = append(b, ',')
+	if !st.minimal {
+		b = appendUint(b, "packets", d.Packets)
+		b = append(b, ',')
+		b = appendUint(b, "bytes", d.Bytes)
+		b = append(b, ',')
+	}
 	b = appendUint(b, "count_rtt", d.Count)
 	if d.Count > 0 {
 		for _, f := range [...]struct {
@@ -89,8 +96,8 @@ func appendDirSummaryJSON(b []byte, key string, d *events.FlowDirSummary) []byte
 // in the opener's direction), then "type":"flow_summary", "flow_summary"
 // ("closing" or "interval"), "reason" (closing only), "start" and
 // "duration" (ns), and src_stats/dest_stats: what each end sent and the RTTs
-// of its packets.
-func appendSummaryJSON(b []byte, s *events.FlowSummary) []byte {
+// of its packets (minimal output: the RTTs only).
+func appendSummaryJSON(b []byte, s *events.FlowSummary, st *style) []byte {
 	b = appendCommonJSON(b, s.Time, &s.Flow)
 	b = append(b, ',')
 	b = appendStr(b, "type", "flow_summary")
@@ -105,8 +112,8 @@ func appendSummaryJSON(b []byte, s *events.FlowSummary) []byte {
 	b = append(b, ',')
 	b = appendInt(b, "duration", s.Time-s.Start)
 	b = append(b, ',')
-	b = appendDirSummaryJSON(b, "src_stats", &s.Src)
+	b = appendDirSummaryJSON(b, "src_stats", &s.Src, st)
 	b = append(b, ',')
-	b = appendDirSummaryJSON(b, "dest_stats", &s.Dst)
+	b = appendDirSummaryJSON(b, "dest_stats", &s.Dst, st)
 	return append(b, '}')
 }
