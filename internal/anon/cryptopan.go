@@ -66,9 +66,11 @@ func (s *cryptoPAn) Addr(a netip.Addr) netip.Addr {
 		x = u128From(a.As16())
 	}
 	var otp u128
+	buf := make([]byte, 32)
+	in, e := buf[:16], buf[16:]
 	for i := 0; i < n; i++ {
 		m := topMask(i)
-		e := encrypt(s.block, x.and(m).or(s.pad.and(m.not())))
+		encrypt(s.block, x.and(m).or(s.pad.and(m.not())), in, e)
 		otp = otp.withBit(i, uint64(e[0]>>7))
 	}
 	out := x.xor(otp).bytes()

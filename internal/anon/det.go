@@ -43,9 +43,10 @@ func (s *det) Addr(a netip.Addr) netip.Addr {
 		return a
 	}
 	in := normalize(a).As16()
-	var out [16]byte
-	s.block.Encrypt(out[:], in[:])
-	return netip.AddrFrom16(out).Unmap()
+	buf := make([]byte, 32) // one allocation: the slices escape into Encrypt
+	copy(buf, in[:])
+	s.block.Encrypt(buf[16:], buf[:16])
+	return netip.AddrFrom16([16]byte(buf[16:])).Unmap()
 }
 
 func (s *det) Prefix(p netip.Prefix) netip.Prefix {

@@ -69,9 +69,11 @@ func (s *pfx) Addr(a netip.Addr) netip.Addr {
 	} else {
 		pp = u128{0, 1}
 	}
+	buf := make([]byte, 48)
+	in, e1, e2 := buf[:16], buf[16:32], buf[32:]
 	for i := start; i < 128; i++ {
-		e1 := encrypt(s.k1, pp)
-		e2 := encrypt(s.k2, pp)
+		encrypt(s.k1, pp, in, e1)
+		encrypt(s.k2, pp, in, e2)
 		b := x.bit(i)
 		out = out.withBit(i, uint64((e1[15]^e2[15])&1)^b)
 		pp = pp.shl1(b)

@@ -62,10 +62,11 @@ func (x u128) shl1(v uint64) u128 {
 	return u128{x.hi<<1 | x.lo>>63, x.lo<<1 | v}
 }
 
-// encrypt runs one AES block over x.
-func encrypt(b cipher.Block, x u128) [16]byte {
-	in := x.bytes()
-	var out [16]byte
-	b.Encrypt(out[:], in[:])
-	return out
+// encrypt runs one AES block over x, using in as scratch and writing the
+// result to out. Slices passed to a cipher.Block escape to the heap, so
+// callers allocate in and out once per address rather than per block.
+func encrypt(b cipher.Block, x u128, in, out []byte) {
+	binary.BigEndian.PutUint64(in[:8], x.hi)
+	binary.BigEndian.PutUint64(in[8:16], x.lo)
+	b.Encrypt(out, in)
 }
