@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -54,11 +55,64 @@ func TestCachedEqualsUncached(t *testing.T) {
 }
 
 func cacheLen[K comparable](c *cache[K]) int {
+	var zero K
 	n := 0
-	for i := range c.shards {
-		c.shards[i].mu.RLock()
-		n += len(c.shards[i].m)
-		c.shards[i].mu.RUnlock()
+	for i := range c.sets {
+		s := &c.sets[i]
+		s.mu.Lock()
+		for _, k := range s.keys {
+			if k != zero {
+				n++
+			}
+		}
+		s.mu.Unlock()
 	}
 	return n
+}
+
+// counting counts the calls that reach the scheme behind a cache.
+type counting struct {
+	Scheme
+	n atomic.Int64
+}
+
+func (c *counting) Addr(a netip.Addr) netip.Addr { c.n.Add(1); return c.Scheme.Addr(a) }
+
+func TestCachedHitsAndEvicts(t *testing.T) {
+	inner := &counting{Scheme: testSchemes(t)[0]}
+	c := Cached(inner, 256)
+	// A fixed seed makes the test repeatable: with some seeds more than 8
+	// of the addresses share a set, and a cyclic scan through an
+	// overfull set misses every time.
+	c.(*cached).addrs.seed = 1
+	for i := range 1000 {
+		c.Addr(seqAddr(i%100, i%2 == 1))
+	}
+	// 100 distinct addresses in 256 entries: nearly all of the 1000 calls
+	// must be hits.
+	if n := inner.n.Load(); n < 100 || n > 150 {
+		t.Errorf("%d of 1000 calls reached the scheme for 100 distinct addresses", n)
+	}
+	// A hot address survives a stream of new ones: CLOCK gives it a second
+	// chance each time the hand comes round.
+	hot := seqAddr(5000, false)
+	c.Addr(hot)
+	inner.n.Store(0)
+	for i := range 2000 {
+		c.Addr(hot)
+		c.Addr(seqAddr(6000+i, false))
+	}
+	if n := inner.n.Load(); n > 2000+20 {
+		t.Errorf("hot address recomputed %d times among 2000 new ones", n-2000)
+	}
+	inner.n.Store(0)
+	for i := range 10000 {
+		c.Addr(seqAddr(1000+i, false))
+	}
+	if n := cacheLen(c.(*cached).addrs); n > 256 || n < 200 {
+		t.Errorf("cache holds %d entries after 10000 misses, want 200..256", n)
+	}
+	if inner.n.Load() != 10000 {
+		t.Errorf("%d of 10000 new addresses reached the scheme", inner.n.Load())
+	}
 }
