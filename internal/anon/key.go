@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 )
 
@@ -23,6 +24,11 @@ func ReadKeyFile(path string, size int) ([]byte, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
+		// The *PathError repeats the path: keep only what went wrong.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return nil, fmt.Errorf("--anon-key-file %s: %w", path, err)
 	}
 	defer f.Close()
@@ -51,11 +57,17 @@ func ReadKeyFile(path string, size int) ([]byte, error) {
 		return nil, fmt.Errorf("--anon-key-file %s: %w", path, err)
 	}
 	defer Wipe(data)
-	if len(data) == size {
-		return bytes.Clone(data), nil
-	}
 	want := fmt.Sprintf("want a %d-byte key: %d hex digits or %d raw bytes (make one with: head -c %d /dev/urandom | xxd -p -c %d > %s; chmod 600 %s)",
 		size, 2*size, size, size, size, path, path)
+	if len(data) == size {
+		// size random bytes are all hex digits with probability
+		// (22/256)^size: such a file is the hex form of a key half as long,
+		// made for another mode.
+		if isHex(data) {
+			return nil, fmt.Errorf("--anon-key-file %s: holds %d hex digits, a %d-byte key; %s", path, len(data), size/2, want)
+		}
+		return bytes.Clone(data), nil
+	}
 	text := bytes.TrimSpace(data)
 	if len(text) != 2*size {
 		return nil, fmt.Errorf("--anon-key-file %s: holds %d bytes (%d after trimming whitespace); %s", path, len(data), len(text), want)
@@ -68,6 +80,15 @@ func ReadKeyFile(path string, size int) ([]byte, error) {
 		return nil, fmt.Errorf("--anon-key-file %s: %d characters but not all hex digits; %s", path, len(text), want)
 	}
 	return key, nil
+}
+
+func isHex(b []byte) bool {
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }
 
 // RandomKey returns size bytes from crypto/rand, for a key used by one run

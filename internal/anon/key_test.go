@@ -75,6 +75,8 @@ func TestReadKeyFile(t *testing.T) {
 
 	_, err = ReadKeyFile(writeKey(t, []byte(h), 0o600), 16)
 	noKey("64 hex digits for det", err, "want a 16-byte key: 32 hex digits or 16 raw bytes")
+	_, err = ReadKeyFile(writeKey(t, []byte(h[:32]), 0o600), 32)
+	noKey("det key for pfx", err, "holds 32 hex digits, a 16-byte key; want a 32-byte key")
 	_, err = ReadKeyFile(writeKey(t, []byte(h[:63]), 0o600), 32)
 	noKey("63 hex digits", err, "want a 32-byte key: 64 hex digits or 32 raw bytes")
 	_, err = ReadKeyFile(writeKey(t, key[:20], 0o600), 32)
@@ -88,7 +90,7 @@ func TestReadKeyFile(t *testing.T) {
 		t.Errorf("not hex: %q quotes a key character", err)
 	}
 	_, err = ReadKeyFile(filepath.Join(t.TempDir(), "missing"), 32)
-	noKey("missing", err, "--anon-key-file")
+	noKey("missing", err, "missing: no such file or directory")
 	_, err = ReadKeyFile(t.TempDir(), 32)
 	noKey("directory", err, "not a regular file")
 }
