@@ -12,11 +12,15 @@
 //     stays IPv6.
 //   - cryptopan: Crypto-PAn (32-byte key), prefix-preserving, output
 //     identical to the original Crypto-PAn tools for IPv4; IPv6 follows the
-//     128-bit extension of the common ports (see cryptopan.go).
+//     128-bit extension of the common ports (see NewCryptoPAn).
 //   - det: ipcrypt-deterministic from the same draft (16-byte key): AES-128
 //     of the 16-byte IPv4-mapped form. The output is a 16-byte value, so an
 //     IPv4 address comes out as an IPv6 address. No prefix is preserved.
 //   - trunc:V4BITS,V6BITS: keeps the first bits and zeroes the rest; no key.
+//
+// pfx, cryptopan and det are encryption: whoever holds the key can map
+// outputs back to addresses, so the key is as sensitive as the addresses.
+// trunc cannot be reversed but leaves the kept prefix in the clear.
 //
 // The modes none and drop parse (ParseMode) but have no Scheme: the caller
 // keeps or drops addresses itself, and New refuses them.
@@ -31,6 +35,10 @@
 // Constructors copy what they need from the key (the AES key schedule), so
 // the caller may Wipe its key afterwards. KeyID names a key in the output
 // without revealing it.
+//
+// ReadKeyFile reads a key from a private file and RandomKey makes a key for
+// one run. PortMapper permutes port numbers, per protocol, with a key of
+// its own.
 //
 // The prefix-preserving schemes cost one AES block (two for pfx) per address
 // bit: 32 or 64 for IPv4, 128 or 256 for IPv6. Cached puts a bounded cache

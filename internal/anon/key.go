@@ -57,8 +57,10 @@ func ReadKeyFile(path string, size int) ([]byte, error) {
 		return nil, fmt.Errorf("--anon-key-file %s: %w", path, err)
 	}
 	defer Wipe(data)
-	want := fmt.Sprintf("want a %d-byte key: %d hex digits or %d raw bytes (make one with: head -c %d /dev/urandom | xxd -p -c %d > %s; chmod 600 %s)",
-		size, 2*size, size, size, size, path, path)
+	// The umask in the suggested command keeps the new file private from
+	// its first byte.
+	want := fmt.Sprintf("want a %d-byte key: %d hex digits or %d raw bytes (make one with: (umask 077; head -c %d /dev/urandom > %s))",
+		size, 2*size, size, size, path)
 	if len(data) == size {
 		// size random bytes are all hex digits with probability
 		// (22/256)^size: such a file is the hex form of a key half as long,
