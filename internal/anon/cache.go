@@ -10,7 +10,8 @@ import (
 
 // Cached returns s with a bounded cache of Addr results, and another of
 // Prefix results, in front of it; safe for concurrent use. Each cache holds
-// at most max entries (an Addr entry is 48 bytes). A max of 0 or less
+// at most max entries, allocated up front (about 50 bytes per Addr
+// entry; the Prefix cache is allocated on first use). A max of 0 or less
 // returns s itself.
 //
 // Each cache is set-associative, like a CPU cache: a hash of the key picks
