@@ -53,6 +53,7 @@ even on kill -9. On kernels before 6.6 the legacy clsact attach is used
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts.Output = out
+			of.setTimeOrigin(time.Now().UnixNano()) // --relative-time counts from the start
 			err = monitor.Run(ctx, opts)
 			if ferr := finish(); err == nil {
 				err = ferr

@@ -11,18 +11,28 @@ import (
 	"github.com/rttscope/rttscope/internal/flagval"
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/output"
+	"github.com/rttscope/rttscope/internal/privacy"
 )
 
-// outputFlags choose the format and destination (monitor and replay).
+// outputFlags choose the format and destination (monitor and replay) and
+// what the privacy options change on the way (docs/privacy.md).
 type outputFlags struct {
-	format string
-	write  string
+	format  string
+	write   string
+	privacy privacy.Options
+	// anonymizer is the privacy writer in front of the format writer,
+	// nil when the privacy options change nothing.
+	anonymizer *privacy.Writer
 }
 
 func (o *outputFlags) register(cmd *cobra.Command) {
 	cmd.Flags().VarP(formatFlag(&o.format), "format", "F", "output format: "+strings.Join(format.Names(), ", ")+" (see README: compatible with ePPing)")
 	cmd.Flags().StringVarP(&o.write, "write", "w", "", "append output to FILE instead of stdout; SIGHUP reopens it (log rotation)")
+	o.privacy.AddFlags(cmd.Flags())
 }
+
+// setTimeOrigin sets the time --relative-time counts from (Unix ns).
+func (o *outputFlags) setTimeOrigin(ns int64) { o.anonymizer.SetOrigin(ns) }
 
 // formatFlag is a --format flag setting *p, which it starts at the default
 // format.
@@ -33,17 +43,33 @@ func formatFlag(p *string) pflag.Value {
 }
 
 // open returns the writer and a function that finishes the output.
+// Privacy errors (a bad mode, a key file others can read) are reported
+// before the output file is created.
 func (o *outputFlags) open() (format.Writer, func() error, error) {
+	if err := o.privacy.Validate(); err != nil {
+		return nil, nil, usageError{err.Error()}
+	}
+	if o.privacy.Minimal && o.privacy.KeepsAddresses() {
+		fmt.Fprintln(os.Stderr, "rttscope: --minimal keeps the real addresses: add --anonymize to change them")
+	}
+	pw, err := privacy.New(o.privacy)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.anonymizer = pw
+	var fo format.Options
+	o.privacy.FormatOptions(&fo)
 	f, err := output.Open(o.write)
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := format.New(o.format, f, format.Options{})
+	ff, err := format.New(o.format, f, fo)
 	if err != nil {
 		_ = f.Close() // nothing written yet; the format error is the one to report
 		return nil, nil, usageError{err.Error()}
 	}
-	f.SetRestarter(w)
+	f.SetRestarter(ff)
+	w := pw.Wrap(ff)
 	stop := output.NotifyReopen(f, func(err error) { fmt.Fprintln(os.Stderr, "rttscope: reopen output:", err) })
 	return w, func() error {
 		stop()

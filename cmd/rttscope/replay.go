@@ -95,6 +95,7 @@ func newReplayCmd() *cobra.Command {
 			if replay.IsTerminal(os.Stderr) {
 				opts.Progress = os.Stderr
 			}
+			opts.FirstPacket = of.setTimeOrigin // --relative-time counts from the first packet
 			rp, err := replay.Open(opts)
 			if err != nil {
 				return err

@@ -48,6 +48,10 @@ type Options struct {
 	// Progress, when set, receives a self-overwriting progress line for
 	// replays that take longer than a second (give it a terminal only).
 	Progress io.Writer
+	// FirstPacket, when set, is called with the capture time (Unix ns) of
+	// the first packet run through the programs, before any record of the
+	// replay is written (the origin of --relative-time).
+	FirstPacket func(ns int64)
 }
 
 // Summary describes a finished (or failed) replay.
@@ -204,6 +208,8 @@ func (r *Replay) Run(ctx context.Context, w format.EventWriter) (sum Summary, er
 		dir:      newDirector(opts.Direction, opts.BPF.TCPFlowTimeout, opts.BPF.OtherFlowTimeout),
 		interval: int64(opts.CleanupInterval),
 		horizon:  int64(max(opts.BPF.TCPFlowTimeout, opts.BPF.OtherFlowTimeout, opts.BPF.TimestampTimeout) + opts.CleanupInterval),
+
+		firstPacket: opts.FirstPacket,
 	}
 	if opts.BPF.Aggregate || opts.BPF.FlowSummary {
 		l.sw = out
@@ -298,6 +304,7 @@ type replayer struct {
 	aggInterval      int64
 	aggStart, aggEnd int64 // the open interval; aggEnd 0 before the first packet
 	sums             *loader.Summaries
+	firstPacket      func(ns int64) // Options.FirstPacket
 }
 
 // drainSummaries writes the summaries of flows that ended.
@@ -388,6 +395,9 @@ func (r *replayer) loop(ctx context.Context, rd *capture.Reader, sum *Summary, p
 		if sum.Fed == 0 {
 			sum.First, sum.Last = ts, ts
 			r.next = ts - ts%r.interval + r.interval
+			if r.firstPacket != nil {
+				r.firstPacket(ts)
+			}
 		}
 		sum.First, sum.Last = min(sum.First, ts), max(sum.Last, ts)
 		if err := r.aggregate(ts); err != nil {
