@@ -19,6 +19,7 @@ import (
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/privacy"
 )
 
 // The events phase measures how many RTT events user space consumes: the
@@ -35,10 +36,15 @@ import (
 //     time, with the monitor's default ring buffer size: events produced
 //     and consumed per second and ring buffer overflows (ringbuf_full).
 //   - decode-jsonl: decoding and formatting alone, from records in memory.
+//   - decode-jsonl-anon: the same through the privacy writer with
+//     --anonymize pfx --anonymize-ports (cache warm: the records' few
+//     flows are anonymized once; internal/anon's benchmarks give the cost
+//     of a new address).
 
 // Cases of the events phase.
 const (
 	CaseEvDecode     = "decode-jsonl"
+	CaseEvDecodeAnon = "decode-jsonl-anon"
 	CaseEvDrainRead  = "ringbuf-read"
 	CaseEvDrainJSONL = "ringbuf-jsonl"
 	CaseEvConcurrent = "concurrent"
@@ -125,7 +131,12 @@ type consumer struct {
 	out  format.Writer // nil: read only
 }
 
-func newConsumer(m *ebpf.Map, withFormat bool) (*consumer, error) {
+// anonymized are the privacy options of the decode-jsonl-anon case.
+var anonymized = privacy.Options{Anonymize: "pfx", AnonymizePorts: true}
+
+// newConsumer reads m; withFormat adds decoding and jsonl formatting, and
+// anon puts the privacy writer with options anonymized in front of it.
+func newConsumer(m *ebpf.Map, withFormat, anon bool) (*consumer, error) {
 	rd, err := ringbuf.NewReader(m)
 	if err != nil {
 		return nil, err
@@ -136,6 +147,14 @@ func newConsumer(m *ebpf.Map, withFormat bool) (*consumer, error) {
 			rd.Close()
 			return nil, err
 		}
+	}
+	if anon {
+		pw, err := privacy.New(anonymized)
+		if err != nil {
+			rd.Close()
+			return nil, err
+		}
+		c.out = pw.Wrap(c.out)
 	}
 	return c, nil
 }
@@ -174,7 +193,7 @@ func runEvents(ctx context.Context, o *Options, res *Result) error {
 	}
 	var total uint64
 	for rep := 1; rep <= o.Reps; rep++ {
-		for _, cas := range rotate([]string{CaseEvDrainJSONL, CaseEvDrainRead, CaseEvConcurrent, CaseEvDecode}, rep-1) {
+		for _, cas := range rotate([]string{CaseEvDrainJSONL, CaseEvDrainRead, CaseEvConcurrent, CaseEvDecode, CaseEvDecodeAnon}, rep-1) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -185,8 +204,8 @@ func runEvents(ctx context.Context, o *Options, res *Result) error {
 				r, err = eventsBurst(ctx, o.EventsBurst, burstRing, producers, cas == CaseEvDrainJSONL)
 			case CaseEvConcurrent:
 				r, err = eventsConcurrent(ctx, o.EventsDuration, producers)
-			case CaseEvDecode:
-				r, err = eventsDecode(o.EventsBurst)
+			case CaseEvDecode, CaseEvDecodeAnon:
+				r, err = eventsDecode(o.EventsBurst, cas == CaseEvDecodeAnon)
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", cas, err)
@@ -199,12 +218,13 @@ func runEvents(ctx context.Context, o *Options, res *Result) error {
 				CaseEvDrainJSONL: fmt.Sprintf("burst of %d records produced first, then drained: ReadInto+decode+jsonl to io.Discard", o.EventsBurst),
 				CaseEvConcurrent: fmt.Sprintf("%d TEST_RUN producers and the reader at once for %v, %d-byte ring buffer", producers, o.EventsDuration, loader.DefaultConfig().RingbufSize),
 				CaseEvDecode:     fmt.Sprintf("decode+jsonl of %d records from memory", o.EventsBurst),
+				CaseEvDecodeAnon: fmt.Sprintf("decode+anonymize (pfx, ports; warm cache)+jsonl of %d records from memory", o.EventsBurst),
 			}[cas]
 			res.series(GroupEvents, cas, ProgRttscope, "", MetricEventsPerS, "events/s", mode).Add(float64(r.Events) / r.Seconds)
 			if cas == CaseEvConcurrent {
 				res.series(GroupEvents, cas, ProgRttscope, "", MetricProducedPerS, "events/s", mode).Add(float64(r.Produced) / r.Seconds)
 				res.series(GroupEvents, cas, ProgRttscope, "", MetricRingbufFull, "events", mode).Add(float64(r.RingbufFull))
-			} else if cas != CaseEvDecode {
+			} else if cas != CaseEvDecode && cas != CaseEvDecodeAnon {
 				res.series(GroupEvents, cas, ProgRttscope, "", MetricRingbufFull, "events", mode).Add(float64(r.RingbufFull))
 			}
 			o.progress("events: rep %d/%d %-14s %.0f events/s (%d events in %.2fs, ringbuf_full %d)", rep, o.Reps, cas,
@@ -265,7 +285,7 @@ func eventsBurst(ctx context.Context, burst int, ring uint32, producers int, wit
 		return r, err
 	}
 	defer objs.Close()
-	c, err := newConsumer(objs.Events, withFormat)
+	c, err := newConsumer(objs.Events, withFormat, false)
 	if err != nil {
 		return r, err
 	}
@@ -313,7 +333,7 @@ func eventsConcurrent(ctx context.Context, d time.Duration, producers int) (Even
 		return r, err
 	}
 	defer objs.Close()
-	c, err := newConsumer(objs.Events, true)
+	c, err := newConsumer(objs.Events, true, false)
 	if err != nil {
 		return r, err
 	}
@@ -364,7 +384,7 @@ func eventsConcurrent(ctx context.Context, d time.Duration, producers int) (Even
 	return r, nil
 }
 
-func eventsDecode(n int) (EventsRun, error) {
+func eventsDecode(n int, anon bool) (EventsRun, error) {
 	var r EventsRun
 	// Real records: a few thousand pairs through the programs.
 	objs, err := loader.Load(eventsConfig(1 << 20))
@@ -372,7 +392,7 @@ func eventsDecode(n int) (EventsRun, error) {
 		return r, err
 	}
 	defer objs.Close()
-	c, err := newConsumer(objs.Events, true)
+	c, err := newConsumer(objs.Events, true, anon)
 	if err != nil {
 		return r, err
 	}

@@ -89,7 +89,7 @@ func printEvents(w io.Writer, r *Result) error {
 		es.Reps, es.Burst, es.Concurrent, es.Producers)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CASE\tCONSUMED events/s\tPRODUCED events/s\tRINGBUF_FULL\t")
-	for _, c := range []string{CaseEvDrainRead, CaseEvDrainJSONL, CaseEvConcurrent, CaseEvDecode} {
+	for _, c := range []string{CaseEvDrainRead, CaseEvDrainJSONL, CaseEvConcurrent, CaseEvDecode, CaseEvDecodeAnon} {
 		if r.Lookup(seriesID(GroupEvents, c, ProgRttscope, "", MetricEventsPerS)) == nil {
 			continue
 		}
@@ -102,7 +102,8 @@ func printEvents(w io.Writer, r *Result) error {
 		return err
 	}
 	fmt.Fprintln(w, "(ringbuf-read: ReadInto only; ringbuf-jsonl: ReadInto+decode+jsonl to io.Discard, both draining a burst produced beforehand;")
-	fmt.Fprintln(w, " concurrent: producers and reader at once; decode-jsonl: records from memory)")
+	fmt.Fprintln(w, " concurrent: producers and reader at once; decode-jsonl: records from memory; decode-jsonl-anon: the same")
+	fmt.Fprintln(w, " through --anonymize pfx --anonymize-ports with a warm cache)")
 	return nil
 }
 
