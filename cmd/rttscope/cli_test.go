@@ -161,6 +161,12 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"monitor", "-i", "lo", "--ringbuf-size", "5000"}, []string{"ring buffer", "power of two", "5000"}},
 		{[]string{"monitor", "-i", "lo", "-c", "0"}, []string{"--cleanup-interval must be > 0"}},
 		{[]string{"replay", "--flow-summary-interval", "1s", "x.pcap"}, []string{"--flow-summary-interval needs --flow-summary"}},
+		// Privacy flags (docs/privacy.md).
+		{[]string{"replay", "--anonymize", "rot13", "x.pcap"}, []string{`--anonymize: unknown mode "rot13"`, "pfx", "cryptopan"}},
+		{[]string{"monitor", "-i", "lo", "--anonymize", "trunc:33,64"}, []string{"--anonymize", "33"}},
+		{[]string{"replay", "--anonymize", "drop", "--anon-key-rotate", "1h", "x.pcap"}, []string{"--anon-key-rotate", "no key to rotate"}},
+		{[]string{"replay", "--anonymize", "trunc:24,48", "--anon-key-file", "/k", "x.pcap"}, []string{"--anon-key-file", "takes no key"}},
+		{[]string{"monitor", "-i", "lo", "--time-resolution", "-1s"}, []string{"--time-resolution must be >= 0"}},
 	} {
 		r := cliRun(t, false, tc.args...)
 		r.wantOneLine(t, tc.args, 2, tc.want...)

@@ -43,11 +43,20 @@ func formatFlag(p *string) pflag.Value {
 }
 
 // open returns the writer and a function that finishes the output.
+// validate checks the privacy flags, so that a command can refuse them
+// before it does any work.
+func (o *outputFlags) validate() error {
+	if err := o.privacy.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	return nil
+}
+
 // Privacy errors (a bad mode, a key file others can read) are reported
 // before the output file is created.
 func (o *outputFlags) open() (format.Writer, func() error, error) {
-	if err := o.privacy.Validate(); err != nil {
-		return nil, nil, usageError{err.Error()}
+	if err := o.validate(); err != nil {
+		return nil, nil, err
 	}
 	if o.privacy.Minimal && o.privacy.KeepsAddresses() {
 		fmt.Fprintln(os.Stderr, "rttscope: --minimal keeps the real addresses: add --anonymize to change them")

@@ -80,6 +80,9 @@ func newReplayCmd() *cobra.Command {
 			if err := so.Validate(); err != nil {
 				return usageError{err.Error()}
 			}
+			if err := of.validate(); err != nil {
+				return err
+			}
 			opts.Path, opts.BPF, opts.Report = args[0], so.BPF, so.Report
 			if opts.CleanupInterval <= 0 {
 				return usageError{"--cleanup-interval must be > 0"}
