@@ -267,4 +267,3 @@ func checkRecords(t *testing.T, jsonl []byte) {
 		t.Errorf("%d client records with network_rtt, want %d", n, labRequests)
 	}
 }
-
