@@ -38,6 +38,32 @@ struct pdm_dohdr {
 
 _Static_assert(sizeof(struct pdm_dohdr) == PDM_HDR_LEN, "PDM DO header");
 
+/* skb->data and skb->data_end, each loaded straight from the context:
+ * written in C, clang may compute ctx + offset once and load through the
+ * modified pointer, which the verifier refuses ("dereference of modified
+ * ctx ptr"). */
+static __always_inline void *skb_data(struct __sk_buff *skb)
+{
+	void *p;
+
+	asm volatile("%0 = *(u32 *)(%1 + %2)"
+		     : "=r"(p)
+		     : "r"(skb),
+		       "i"(__builtin_offsetof(struct __sk_buff, data)));
+	return p;
+}
+
+static __always_inline void *skb_data_end(struct __sk_buff *skb)
+{
+	void *p;
+
+	asm volatile("%0 = *(u32 *)(%1 + %2)"
+		     : "=r"(p)
+		     : "r"(skb),
+		       "i"(__builtin_offsetof(struct __sk_buff, data_end)));
+	return p;
+}
+
 static __always_inline __u64 pdm_now(struct __sk_buff *skb)
 {
 	if (pdm_cfg.tstamp_clock)
@@ -71,11 +97,17 @@ static __always_inline bool is_ext_hdr(__u8 nh)
 static __always_inline int l4_ports(struct __sk_buff *skb, __u32 off, __u8 nh,
 				    __u16 *sport, __u16 *dport)
 {
-	__u8 b[8];
+	void *data = skb_data(skb);
+	void *data_end = skb_data_end(skb);
+	__u8 buf[8], *b = buf;
 
 	if (nh != IPPROTO_TCP && nh != IPPROTO_UDP && nh != IPPROTO_ICMPV6)
 		return -1;
-	if (bpf_skb_load_bytes(skb, off, b, sizeof(b)) < 0)
+	/* Direct access when the header is in the linear part (the usual
+	 * case: a helper call costs more than the rest). */
+	if (off <= MAX_L4_OFFSET && data + off + 8 <= data_end)
+		b = data + off;
+	else if (bpf_skb_load_bytes(skb, off, buf, sizeof(buf)) < 0)
 		return -1;
 	if (nh == IPPROTO_ICMPV6) {
 		if (b[0] != ICMPV6_ECHO_REQUEST && b[0] != ICMPV6_ECHO_REPLY)
@@ -143,9 +175,24 @@ static __always_inline void scan_dstopts(struct __sk_buff *skb, __u32 off,
 static __always_inline int pdm_parse(struct __sk_buff *skb, __u8 nh,
 				     struct pdm_parsed *pp)
 {
+	void *data = skb_data(skb);
+	void *data_end = skb_data_end(skb);
+	__u8 *d = data + L4_OFF;
 	__u32 off = L4_OFF, hlen;
 	__u8 hdr[2];
 	int i;
+
+	/* Fast path, the layout pdm_tc_egress writes: a 16-byte DO header
+	 * right after the IPv6 header holding PDM then PadN(0). Read in
+	 * place; anything else takes the general walk below. */
+	if (nh == IPPROTO_DSTOPTS && (void *)(d + PDM_HDR_LEN) <= data_end &&
+	    d[1] == 1 && d[2] == PDM_OPT_TYPE && d[3] == PDM_OPT_LEN &&
+	    d[14] == 1 && d[15] == 0) {
+		__builtin_memcpy(&pp->opt, d + 2, sizeof(pp->opt));
+		pp->found = true;
+		nh = d[0];
+		off += PDM_HDR_LEN;
+	}
 
 	for (i = 0; i < PDM_MAX_EXT_HDRS; i++) {
 		if (!is_ext_hdr(nh))
@@ -174,8 +221,8 @@ static __always_inline int pdm_parse(struct __sk_buff *skb, __u8 nh,
 /* Reads the IPv6 header of an Ethernet frame. NULL for anything else. */
 static __always_inline struct ipv6hdr *ipv6_header(struct __sk_buff *skb)
 {
-	void *data = (void *)(long)skb->data;
-	void *data_end = (void *)(long)skb->data_end;
+	void *data = skb_data(skb);
+	void *data_end = skb_data_end(skb);
 	struct ethhdr *eth = data;
 	struct ipv6hdr *ip6 = data + L3_OFF;
 
@@ -184,8 +231,8 @@ static __always_inline struct ipv6hdr *ipv6_header(struct __sk_buff *skb)
 	if ((void *)(ip6 + 1) > data_end) {
 		if (bpf_skb_pull_data(skb, L4_OFF) < 0)
 			return NULL;
-		data = (void *)(long)skb->data;
-		data_end = (void *)(long)skb->data_end;
+		data = skb_data(skb);
+		data_end = skb_data_end(skb);
 		eth = data;
 		ip6 = data + L3_OFF;
 		if ((void *)(ip6 + 1) > data_end)
@@ -391,6 +438,7 @@ static __always_inline void insert(struct __sk_buff *skb, struct ipv6hdr *ip6)
 	struct pdm_key key;
 	__u16 sport = 0, dport = 0, plen;
 	__u8 nh = ip6->nexthdr;
+	void *data, *data_end;
 	__u32 mtu = 0;
 	__u64 now;
 
@@ -444,9 +492,17 @@ static __always_inline void insert(struct __sk_buff *skb, struct ipv6hdr *ip6)
 	/* From here on ip6 is stale: the packet moved. */
 	plen = bpf_htons(plen + PDM_HDR_LEN);
 	nh = IPPROTO_DSTOPTS;
-	if (bpf_skb_store_bytes(skb, L4_OFF, &h, sizeof(h), 0) < 0 ||
-	    bpf_skb_store_bytes(skb, L3_OFF + 4, &plen, 2, 0) < 0 ||
-	    bpf_skb_store_bytes(skb, L3_OFF + 6, &nh, 1, 0) < 0) {
+	data = skb_data(skb);
+	data_end = skb_data_end(skb);
+	ip6 = data + L3_OFF;
+	if (data + L4_OFF + PDM_HDR_LEN <= data_end) {
+		/* Linear after the move (the usual case): write in place. */
+		__builtin_memcpy(data + L4_OFF, &h, sizeof(h));
+		ip6->payload_len = plen;
+		ip6->nexthdr = nh;
+	} else if (bpf_skb_store_bytes(skb, L4_OFF, &h, sizeof(h), 0) < 0 ||
+		   bpf_skb_store_bytes(skb, L3_OFF + 4, &plen, 2, 0) < 0 ||
+		   bpf_skb_store_bytes(skb, L3_OFF + 6, &nh, 1, 0) < 0) {
 		/* Take the room back rather than send zeros. */
 		bpf_skb_adjust_room(skb, -PDM_HDR_LEN, BPF_ADJ_ROOM_NET, 0);
 		pdm_count(PDM_C_ADJUST_FAILED);

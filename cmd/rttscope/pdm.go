@@ -74,5 +74,27 @@ sysctl net.ipv6.max_dst_opts_number >= 1 (Linux's default is 8).`,
 	fl.VarP(flagval.OneOf(&format, pdm.Formats...), "format", "F", "output format: jsonl (one object per line) or json (one array)")
 	fl.StringVarP(&write, "write", "w", "", "append output to FILE instead of stdout")
 	fl.DurationVar(&opts.Duration, "duration", 0, "stop after this long (0 = run until SIGINT/SIGTERM)")
+	cmd.AddCommand(newPDMBenchCmd())
+	return cmd
+}
+
+func newPDMBenchCmd() *cobra.Command {
+	var dir string
+	var rounds, runs int
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Per-packet cost of the PDM programs (BPF_PROG_TEST_RUN); results under bench/results/",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rounds < 1 || runs < 1 {
+				return usageError{"--rounds and --runs must be positive"}
+			}
+			_, err := pdm.Bench(dir, rounds, runs, os.Stdout)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&dir, "output-dir", "o", "bench/results", "directory for the JSON result (empty: print only)")
+	cmd.Flags().IntVar(&rounds, "rounds", 15, "interleaved rounds of every case")
+	cmd.Flags().IntVar(&runs, "runs", 2000, "program runs per case and round")
 	return cmd
 }

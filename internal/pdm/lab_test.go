@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -23,10 +24,15 @@ import (
 
 // Lab test: client and server namespaces both run rttscope pdm across a
 // middlebox with a user-space delay line (10 ms toward the server, 5 ms
-// back); the server application holds each request 2 ms. A capture at the
-// middlebox, decoded by tshark, must show well-formed PDM in every packet
-// with PSNs that follow RFC 8250, and PDM delays that agree with the known
-// ones within 0.5 ms.
+// back); the server application holds each request 2 ms. Captures at the
+// client, the middlebox and the server, decoded by tshark, must show
+// well-formed PDM in every packet with PSNs that follow RFC 8250, and PDM
+// delays that agree within 0.5 ms with the delays the captures show: the
+// server's hold between its capture's request and reply, the client's
+// round trip between its capture's request and reply. (The delay line adds
+// 15 ms plus up to 2 ms of jitter on a busy machine, and the applications'
+// own clocks are later still: the captures are the known delays of each
+// packet.)
 const (
 	labToServer  = 10 * time.Millisecond
 	labToClient  = 5 * time.Millisecond
@@ -61,15 +67,22 @@ func TestLabTshark(t *testing.T) {
 		}
 	}
 
-	// Capture at the middlebox, facing the client.
-	pcap := filepath.Join(t.TempDir(), "pdm.pcap")
-	dump := l.Middlebox.Command(ctx, "tcpdump", "-n", "-U", "-i", l.MiddleboxClientIf, "-w", pcap, "ip6")
-	stderr, _ := dump.StderrPipe()
-	if err := dump.Start(); err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	pcaps := map[string]string{}
+	for _, c := range []struct {
+		name, ifname string
+		node         *lab.Node
+	}{{"client", lab.ClientIf, cli}, {"middlebox", l.MiddleboxClientIf, l.Middlebox}, {"server", lab.ServerIf, srv}} {
+		pcaps[c.name] = filepath.Join(dir, c.name+".pcap")
+		dump := c.node.Command(ctx, "tcpdump", "-n", "-U", "-i", c.ifname, "-w", pcaps[c.name], "ip6")
+		stderr, _ := dump.StderrPipe()
+		if err := dump.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = dump.Process.Kill(); _ = dump.Wait() }()
+		waitListening(t, stderr)
+		t.Cleanup(func() { _ = dump.Process.Signal(syscall.SIGINT); _ = dump.Wait() })
 	}
-	defer func() { _ = dump.Process.Kill(); _ = dump.Wait() }()
-	waitListening(t, stderr)
 
 	// rttscope pdm on both ends.
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -98,11 +111,33 @@ func TestLabTshark(t *testing.T) {
 	defer stop()
 	time.Sleep(time.Second) // attach (Run has no ready signal)
 
-	// UDP request/response: the server holds each request labHold.
+	exchange(t, cli, srv, netip.AddrPortFrom(l.ServerAddr6[0], labPort))
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("rttscope pdm (%d): %v", i, err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // tcpdump -U has written everything
+
+	client := l.ClientAddr6.String()
+	caps := map[string][]pdmPkt{}
+	for name, file := range pcaps {
+		caps[name] = readCapture(t, file)
+		checkPSNs(t, name, caps[name], client)
+	}
+	checkDelays(t, caps["client"], caps["server"])
+	checkRecords(t, outs[0].Bytes(), caps["client"], caps["server"])
+}
+
+// exchange runs labRequests UDP request/response pairs; the server holds
+// each request labHold.
+func exchange(t *testing.T, cli, srv *lab.Node, to netip.AddrPort) {
+	t.Helper()
 	var serverConn, clientConn *net.UDPConn
-	srvAddr := netip.AddrPortFrom(l.ServerAddr6[0], labPort)
 	if err := srv.Do(func() (err error) {
-		serverConn, err = net.ListenUDP("udp6", net.UDPAddrFromAddrPort(srvAddr))
+		serverConn, err = net.ListenUDP("udp6", net.UDPAddrFromAddrPort(to))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -120,7 +155,7 @@ func TestLabTshark(t *testing.T) {
 		}
 	}()
 	if err := cli.Do(func() (err error) {
-		clientConn, err = net.DialUDP("udp6", nil, net.UDPAddrFromAddrPort(srvAddr))
+		clientConn, err = net.DialUDP("udp6", nil, net.UDPAddrFromAddrPort(to))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -128,7 +163,7 @@ func TestLabTshark(t *testing.T) {
 	defer clientConn.Close()
 	buf := make([]byte, 2048)
 	for i := range labRequests {
-		if _, err := clientConn.Write([]byte(fmt.Sprintf("request %d", i))); err != nil {
+		if _, err := fmt.Fprintf(clientConn, "request %d", i); err != nil {
 			t.Fatal(err)
 		}
 		_ = clientConn.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -137,21 +172,9 @@ func TestLabTshark(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond)
-	stop()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("rttscope pdm (%d): %v", i, err)
-		}
-	}
-	_ = dump.Process.Signal(syscall.SIGINT)
-	_ = dump.Wait()
-
-	checkTshark(t, pcap, l.ClientAddr6.String())
-	checkRecords(t, outs[0].Bytes())
 }
 
-func waitListening(t *testing.T, r interface{ Read([]byte) (int, error) }) {
+func waitListening(t *testing.T, r io.Reader) {
 	t.Helper()
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -167,85 +190,109 @@ func waitListening(t *testing.T, r interface{ Read([]byte) (int, error) }) {
 }
 
 type pdmPkt struct {
-	src                        string
-	psntp, psnlr               int
-	dtlr, dtls                 time.Duration
-	scaleDTLR, scaleDTLS, vals [2]int
+	time         time.Duration // capture time (since the epoch)
+	src          string
+	psntp, psnlr int
+	dtlr, dtls   time.Duration
 }
 
-func checkTshark(t *testing.T, pcap, client string) {
+// readCapture decodes the UDP packets of a capture with tshark; every one
+// must carry a PDM option that tshark does not call malformed.
+func readCapture(t *testing.T, pcap string) []pdmPkt {
 	t.Helper()
 	out, err := exec.Command("tshark", "-r", pcap, "-Y", "udp", "-T", "fields", "-E", "separator=,",
-		"-e", "ipv6.src", "-e", "ipv6.opt.pdm.scale_dtlr", "-e", "ipv6.opt.pdm.scale_dtls",
+		"-e", "frame.time_epoch", "-e", "ipv6.src", "-e", "ipv6.opt.pdm.scale_dtlr", "-e", "ipv6.opt.pdm.scale_dtls",
 		"-e", "ipv6.opt.pdm.psn_this_pkt", "-e", "ipv6.opt.pdm.psn_last_recv",
-		"-e", "ipv6.opt.pdm.delta_last_recv", "-e", "ipv6.opt.pdm.delta_last_sent", "-e", "_ws.malformed", "-e", "_ws.expert.severity").Output()
+		"-e", "ipv6.opt.pdm.delta_last_recv", "-e", "ipv6.opt.pdm.delta_last_sent", "-e", "_ws.malformed").Output()
 	if err != nil {
-		t.Fatalf("tshark: %v", err)
+		t.Fatalf("tshark %s: %v", pcap, err)
 	}
 	var pkts []pdmPkt
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Split(line, ",")
-		if len(f) < 9 || f[3] == "" {
-			t.Fatalf("packet without PDM (or not decoded): %q", line)
+		if len(f) < 9 || f[4] == "" {
+			t.Fatalf("%s: packet without PDM (or not decoded): %q", pcap, line)
 		}
-		if f[7] != "" {
-			t.Fatalf("tshark marks a packet malformed: %q", line)
+		if f[8] != "" {
+			t.Fatalf("%s: tshark marks a packet malformed: %q", pcap, line)
+		}
+		ts, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			t.Fatalf("time of %q: %v", line, err)
 		}
 		n := make([]int, 6)
 		for i := range n {
-			v, err := strconv.ParseUint(f[1+i], 0, 64)
+			v, err := strconv.ParseUint(f[2+i], 0, 64)
 			if err != nil {
-				t.Fatalf("field %d of %q: %v", i+1, line, err)
+				t.Fatalf("field %d of %q: %v", i+2, line, err)
 			}
 			n[i] = int(v)
 		}
-		pkts = append(pkts, pdmPkt{src: f[0], psntp: n[2], psnlr: n[3],
+		pkts = append(pkts, pdmPkt{time: time.Duration(ts * 1e9), src: f[1], psntp: n[2], psnlr: n[3],
 			dtlr: Decode(uint16(n[4]), uint8(n[0])), dtls: Decode(uint16(n[5]), uint8(n[1]))})
 	}
 	if len(pkts) != 2*labRequests {
-		t.Fatalf("%d PDM packets captured, want %d", len(pkts), 2*labRequests)
+		t.Fatalf("%s: %d PDM packets captured, want %d", pcap, len(pkts), 2*labRequests)
 	}
-	// PSN rules: per direction +1 per packet; PSNLR = the PSNTP of the
-	// last packet the sender received (the previous one in the other
-	// direction, in this strict ping-pong); the client's first has none.
+	return pkts
+}
+
+// checkPSNs: per direction PSNTP +1 per packet; PSNLR = the PSNTP of the
+// last packet the sender received (the previous one in the other
+// direction, in this strict ping-pong); the client's first has none.
+func checkPSNs(t *testing.T, where string, pkts []pdmPkt, client string) {
+	t.Helper()
 	last := map[string]int{}
 	for i, p := range pkts {
+		if want := client; (i%2 == 0) != (p.src == want) {
+			t.Fatalf("%s: packet %d from %s breaks the request/reply order", where, i, p.src)
+		}
 		if prev, ok := last[p.src]; ok && p.psntp != (prev+1)&0xffff {
-			t.Errorf("packet %d: PSNTP %d after %d", i, p.psntp, prev)
+			t.Errorf("%s: packet %d: PSNTP %d after %d", where, i, p.psntp, prev)
 		}
 		last[p.src] = p.psntp
 		if i == 0 {
-			if p.src != client || p.psnlr != 0 {
-				t.Errorf("first packet %+v: want the client's, PSNLR 0", p)
+			if p.psnlr != 0 || p.dtlr != 0 || p.dtls != 0 {
+				t.Errorf("%s: first packet %+v: want PSNLR, DTLR, DTLS 0", where, p)
 			}
 			continue
 		}
 		if want := pkts[i-1].psntp; p.psnlr != want {
-			t.Errorf("packet %d: PSNLR %d, want %d", i, p.psnlr, want)
-		}
-	}
-	// Delays: the server's DTLR is its hold time (the application's sleep
-	// plus its own scheduling); the client's DTLS (in its next request) is
-	// its round trip, path + that DTLR, so DTLS - DTLR is the path.
-	near := func(what string, got, want time.Duration) {
-		if d := got - want; d < -labTolerance || d > labTolerance {
-			t.Errorf("%s = %v, want %v ± %v", what, got, want, labTolerance)
-		}
-	}
-	for i := 1; i < len(pkts); i++ {
-		p := pkts[i]
-		if p.src != client {
-			near(fmt.Sprintf("server DTLR (packet %d)", i), p.dtlr, labHold)
-		} else {
-			near(fmt.Sprintf("client DTLS - server DTLR (packet %d)", i), p.dtls-pkts[i-1].dtlr, labToServer+labToClient)
-			if i == len(pkts)-2 {
-				t.Logf("last pair: server DTLR %v, client DTLS %v", pkts[i-1].dtlr, p.dtls)
-			}
+			t.Errorf("%s: packet %d: PSNLR %d, want %d", where, i, p.psnlr, want)
 		}
 	}
 }
 
-func checkRecords(t *testing.T, jsonl []byte) {
+func near(t *testing.T, what string, got, want time.Duration) {
+	t.Helper()
+	if d := got - want; d < -labTolerance || d > labTolerance {
+		t.Errorf("%s = %v, want %v ± %v", what, got, want, labTolerance)
+	}
+}
+
+// checkDelays: the server's DTLR in reply i is its hold as its capture
+// shows it; the client's DTLS in request i+1 is its round trip i as its
+// capture shows it; their difference is at least the path's delay.
+func checkDelays(t *testing.T, cli, srv []pdmPkt) {
+	t.Helper()
+	for i := range labRequests {
+		hold := srv[2*i+1].time - srv[2*i].time
+		near(t, fmt.Sprintf("server DTLR of reply %d", i), cli[2*i+1].dtlr, hold)
+		if i+1 < labRequests {
+			rt := cli[2*i+1].time - cli[2*i].time
+			near(t, fmt.Sprintf("client DTLS after reply %d", i), cli[2*i+2].dtls, rt)
+			if d := cli[2*i+2].dtls - cli[2*i+1].dtlr; d < labToServer+labToClient-labTolerance {
+				t.Errorf("request %d: DTLS - DTLR = %v, below the path's %v", i+1, d, labToServer+labToClient)
+			}
+		}
+	}
+	t.Logf("reply 0: server hold %v, DTLR %v; client round trip %v, DTLS %v",
+		srv[1].time-srv[0].time, cli[1].dtlr, cli[1].time-cli[0].time, cli[2].dtls)
+}
+
+// checkRecords: the client's records give, per reply, its round trip and
+// the network RTT (round trip - the server's DTLR), as the captures do.
+func checkRecords(t *testing.T, jsonl []byte, cli, srv []pdmPkt) {
 	t.Helper()
 	n := 0
 	for _, line := range bytes.Split(bytes.TrimSpace(jsonl), []byte("\n")) {
@@ -253,17 +300,19 @@ func checkRecords(t *testing.T, jsonl []byte) {
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("record %q: %v", line, err)
 		}
-		if r.NetworkRTT == nil {
-			t.Errorf("record without network_rtt: %s", line)
-			continue
+		if n == labRequests {
+			t.Fatalf("more records than replies: %s", line)
 		}
+		if r.RoundTrip == nil || r.NetworkRTT == nil {
+			t.Fatalf("record without round_trip or network_rtt: %s", line)
+		}
+		rt := cli[2*n+1].time - cli[2*n].time
+		hold := srv[2*n+1].time - srv[2*n].time
+		near(t, fmt.Sprintf("round_trip of reply %d", n), time.Duration(*r.RoundTrip), rt)
+		near(t, fmt.Sprintf("network_rtt of reply %d", n), time.Duration(*r.NetworkRTT), rt-hold)
 		n++
-		want := labToServer + labToClient
-		if d := time.Duration(*r.NetworkRTT) - want; d < -labTolerance || d > labTolerance {
-			t.Errorf("network_rtt %v, want %v ± %v", time.Duration(*r.NetworkRTT), want, labTolerance)
-		}
 	}
 	if n != labRequests {
-		t.Errorf("%d client records with network_rtt, want %d", n, labRequests)
+		t.Errorf("%d client records, want %d", n, labRequests)
 	}
 }
