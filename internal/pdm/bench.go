@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/rttscope/rttscope/internal/bench"
 	"github.com/rttscope/rttscope/internal/pktcraft"
@@ -23,7 +24,9 @@ import (
 // a fresh copy of the packet, which egress insertion needs), the median of
 // each round's mean, rounds interleaved with an empty program as the
 // baseline. The figures include the test-run clock reads that the empty
-// program's figure shows.
+// program's figure shows; the /bpf_stats figures are the kernel's own run
+// time accounting of the same runs, the /repeat ones runs of one packet
+// repeated inside the kernel (cases that leave the packet unchanged).
 type BenchResult struct {
 	Schema  string                   `json:"schema"`
 	Machine bench.Machine            `json:"machine"`
@@ -99,10 +102,21 @@ func Bench(dir string, rounds, runs int, log io.Writer) (*BenchResult, error) {
 		}
 		drain()
 	}
+	// kernel.bpf_stats_enabled for the run: the kernel's own run time
+	// per program, without the test-run timer (but with the ~20 ns the
+	// accounting adds).
+	var stats io.Closer
+	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		stats = st
+		defer st.Close()
+	} else {
+		fmt.Fprintln(log, "bpf_stats unavailable:", err)
+	}
 	perRound := map[string][]float64{}
 	for range rounds {
 		for _, c := range cases { // interleaved: A B C ... A B C ...
 			var sum time.Duration
+			before, statsOK := progStats(c.prog, stats)
 			for range runs {
 				_, d, err := c.prog.Benchmark(c.pkt, 1, nil)
 				if err != nil {
@@ -111,6 +125,10 @@ func Bench(dir string, rounds, runs int, log io.Writer) (*BenchResult, error) {
 				sum += d
 			}
 			perRound[c.name] = append(perRound[c.name], float64(sum)/float64(runs))
+			if after, ok := progStats(c.prog, stats); ok && statsOK && after.RunCount > before.RunCount {
+				perRound[c.name+"/bpf_stats"] = append(perRound[c.name+"/bpf_stats"],
+					float64(after.Runtime-before.Runtime)/float64(after.RunCount-before.RunCount))
+			}
 			drain()
 			if !c.repeatable {
 				continue
@@ -133,6 +151,9 @@ func Bench(dir string, rounds, runs int, log io.Writer) (*BenchResult, error) {
 	var names []string
 	for _, c := range cases {
 		names = append(names, c.name)
+		if len(perRound[c.name+"/bpf_stats"]) > 0 {
+			names = append(names, c.name+"/bpf_stats")
+		}
 		if c.repeatable {
 			names = append(names, c.name+"/repeat")
 		}
@@ -142,8 +163,8 @@ func Bench(dir string, rounds, runs int, log io.Writer) (*BenchResult, error) {
 	}
 	for _, n := range names {
 		base := "empty"
-		if strings.HasSuffix(n, "/repeat") {
-			base = "empty/repeat"
+		if i := strings.IndexByte(n, '/'); i >= 0 {
+			base += n[i:]
 		}
 		r.OverEmpty[n] = r.Cases[n].Median - r.Cases[base].Median
 	}
@@ -164,4 +185,13 @@ func Bench(dir string, rounds, runs int, log io.Writer) (*BenchResult, error) {
 		fmt.Fprintln(log, "wrote", path)
 	}
 	return r, nil
+}
+
+// progStats reads a program's run time statistics while they are enabled.
+func progStats(p *ebpf.Program, enabled io.Closer) (*ebpf.ProgramStats, bool) {
+	if enabled == nil {
+		return nil, false
+	}
+	st, err := p.Stats()
+	return st, err == nil
 }
