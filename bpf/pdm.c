@@ -428,47 +428,93 @@ int pdm_tc_ingress(struct __sk_buff *skb)
 	return TC_NEXT;
 }
 
-/* Inserts the PDM header right after the IPv6 header of a packet without
- * extension headers. The transport checksum stays valid: the IPv6
- * pseudo-header counts the upper-layer length, not the payload length. */
-static __always_inline void insert(struct __sk_buff *skb, struct ipv6hdr *ip6)
+/* Hop-by-hop and routing headers the egress program moves to make room
+ * for PDM after them, at most this many bytes. */
+#define PDM_MAX_MOVE 256
+
+/* Finds where the PDM header goes: after a hop-by-hop and a routing header
+ * (RFC 8200's order: a destination options header for the final
+ * destination comes after them). Returns their length (0 without them)
+ * and sets *nh to the header that follows them and *nh_off to the offset
+ * of the next-header byte naming it; -1 when they cannot be read. */
+static __always_inline int ext_prefix(struct __sk_buff *skb, __u8 *nh,
+				      __u32 *nh_off)
+{
+	void *data = skb_data(skb);
+	void *data_end = skb_data_end(skb);
+	__u32 len = 0;
+	__u8 *h;
+
+	*nh_off = L3_OFF + __builtin_offsetof(struct ipv6hdr, nexthdr);
+	if (*nh == IPPROTO_HOPOPTS) {
+		h = data + L4_OFF;
+		if ((void *)(h + 2) > data_end)
+			return -1;
+		*nh_off = L4_OFF;
+		len = (h[1] + 1) * 8;
+		*nh = h[0];
+	}
+	if (*nh == IPPROTO_ROUTING) {
+		h = data + L4_OFF + len; /* len <= 2048 */
+		if ((void *)(h + 2) > data_end)
+			return -1;
+		*nh_off = L4_OFF + len;
+		len += (h[1] + 1) * 8;
+		*nh = h[0];
+	}
+	return len;
+}
+
+/* Inserts the PDM header before the upper-layer header of a packet with
+ * no extension headers or with hop-by-hop and routing headers only. The
+ * transport checksum stays valid: the IPv6 pseudo-header counts the
+ * upper-layer length, not the payload length. */
+static __always_inline int insert(struct __sk_buff *skb, struct ipv6hdr *ip6)
 {
 	struct pdm_dohdr h = {};
 	struct pdm_state *st;
 	struct pdm_key key;
 	__u16 sport = 0, dport = 0, plen;
-	__u8 nh = ip6->nexthdr;
+	__u8 nh = ip6->nexthdr, dstopts = IPPROTO_DSTOPTS;
 	void *data, *data_end;
-	__u32 mtu = 0;
+	__u32 mtu = 0, nh_off;
+	__u8 moved[PDM_MAX_MOVE];
+	int elen;
 	__u64 now;
 
-	if (is_ext_hdr(nh)) {
+	elen = ext_prefix(skb, &nh, &nh_off);
+	if (elen < 0 || elen > PDM_MAX_MOVE || is_ext_hdr(nh)) {
 		if (nh == IPPROTO_FRAGMENT)
 			pdm_count(PDM_C_FRAGMENT);
 		else
 			pdm_count(PDM_C_SKIP_EXT_HDR);
-		return;
+		return TC_NEXT;
 	}
-	if (l4_ports(skb, L4_OFF, nh, &sport, &dport) < 0) {
+	if (l4_ports(skb, L4_OFF + elen, nh, &sport, &dport) < 0) {
 		pdm_count(PDM_C_SKIP_PROTO);
-		return;
+		return TC_NEXT;
 	}
 	/* One GSO packet leaves as several segments sharing the inserted
 	 * header, hence one PSN: not PDM's per-packet contract. */
 	if (skb->gso_segs > 1 || skb->gso_size) {
 		pdm_count(PDM_C_SKIP_GSO);
-		return;
+		return TC_NEXT;
 	}
 	if (bpf_check_mtu(skb, 0, &mtu, PDM_HDR_LEN, 0) != 0) {
 		pdm_count(PDM_C_SKIP_MTU);
-		return;
+		return TC_NEXT;
 	}
+	data = skb_data(skb);
+	data_end = skb_data_end(skb);
+	ip6 = data + L3_OFF;
+	if ((void *)(ip6 + 1) > data_end)
+		return TC_NEXT;
 	plen = bpf_ntohs(ip6->payload_len);
 	make_key(&key, ip6, true, nh, sport, dport);
 	now = pdm_now(skb);
 	st = get_state(&key, now, true);
 	if (!st)
-		return;
+		return TC_NEXT;
 
 	h.nexthdr = nh;
 	h.hdrlen = 1;
@@ -485,34 +531,58 @@ static __always_inline void insert(struct __sk_buff *skb, struct ipv6hdr *ip6)
 	h.padn_type = 1;
 	h.padn_len = 0;
 
+	/* The room opens right after the IPv6 header. */
 	if (bpf_skb_adjust_room(skb, PDM_HDR_LEN, BPF_ADJ_ROOM_NET, 0) < 0) {
 		pdm_count(PDM_C_ADJUST_FAILED);
-		return;
+		return TC_NEXT;
 	}
 	/* From here on ip6 is stale: the packet moved. */
 	plen = bpf_htons(plen + PDM_HDR_LEN);
-	nh = IPPROTO_DSTOPTS;
-	data = skb_data(skb);
-	data_end = skb_data_end(skb);
-	ip6 = data + L3_OFF;
-	if (data + L4_OFF + PDM_HDR_LEN <= data_end) {
-		/* Linear after the move (the usual case): write in place. */
-		__builtin_memcpy(data + L4_OFF, &h, sizeof(h));
-		ip6->payload_len = plen;
-		ip6->nexthdr = nh;
-	} else if (bpf_skb_store_bytes(skb, L4_OFF, &h, sizeof(h), 0) < 0 ||
-		   bpf_skb_store_bytes(skb, L3_OFF + 4, &plen, 2, 0) < 0 ||
-		   bpf_skb_store_bytes(skb, L3_OFF + 6, &nh, 1, 0) < 0) {
-		/* Take the room back rather than send zeros. */
-		bpf_skb_adjust_room(skb, -PDM_HDR_LEN, BPF_ADJ_ROOM_NET, 0);
-		pdm_count(PDM_C_ADJUST_FAILED);
-		return;
+	if (elen == 0) {
+		data = skb_data(skb);
+		data_end = skb_data_end(skb);
+		ip6 = data + L3_OFF;
+		if (data + L4_OFF + PDM_HDR_LEN <= data_end) {
+			/* Linear (the usual case): write in place. */
+			__builtin_memcpy(data + L4_OFF, &h, sizeof(h));
+			ip6->payload_len = plen;
+			ip6->nexthdr = dstopts;
+			goto done;
+		}
+	} else {
+		/* Hop-by-hop and routing headers go back in front of it,
+		 * to the offsets they had. */
+		barrier_var(elen);
+		if (elen < 8 || elen > PDM_MAX_MOVE ||
+		    bpf_skb_load_bytes(skb, L4_OFF + PDM_HDR_LEN, moved, elen) <
+			    0 ||
+		    bpf_skb_store_bytes(skb, L4_OFF, moved, elen, 0) < 0)
+			goto undo;
 	}
+	if (elen == 0 && bpf_skb_store_bytes(skb, L4_OFF, &h, sizeof(h), 0) < 0)
+		goto undo;
+	/* Past the first store the packet is changed: a store failing now
+	 * (none can: they write inside the range the first one wrote or
+	 * read) would leave it broken, so it is dropped, and counted. */
+	if ((elen &&
+	     bpf_skb_store_bytes(skb, L4_OFF + elen, &h, sizeof(h), 0) < 0) ||
+	    bpf_skb_store_bytes(skb, L3_OFF + 4, &plen, 2, 0) < 0 ||
+	    bpf_skb_store_bytes(skb, nh_off, &dstopts, 1, 0) < 0) {
+		pdm_count(PDM_C_ADJUST_FAILED);
+		return TC_ACT_SHOT;
+	}
+done:
 	st->psn_next++;
 	st->last_sent = now;
 	st->have_sent = 1;
 	st->touched = now;
 	pdm_count(PDM_C_INSERTED);
+	return TC_NEXT;
+undo:
+	/* Nothing written yet: take the room back. */
+	bpf_skb_adjust_room(skb, -PDM_HDR_LEN, BPF_ADJ_ROOM_NET, 0);
+	pdm_count(PDM_C_ADJUST_FAILED);
+	return TC_NEXT;
 }
 
 SEC("tc")
@@ -526,9 +596,8 @@ int pdm_tc_egress(struct __sk_buff *skb)
 		pdm_count(PDM_C_SKIP_NOT_IPV6);
 		return TC_NEXT;
 	}
-	if (pdm_cfg.passive)
-		observe(skb, ip6, true);
-	else
-		insert(skb, ip6);
+	if (!pdm_cfg.passive)
+		return insert(skb, ip6);
+	observe(skb, ip6, true);
 	return TC_NEXT;
 }

@@ -18,6 +18,8 @@
 #define PDM_OPT_LEN  10 /* option data bytes */
 #define PDM_HDR_LEN  16 /* DO header: NH, len, PDM (12 bytes), PadN (2) */
 
+#define TC_ACT_SHOT 2
+
 /* Extension headers walked on ingress before giving up, and option TLVs
  * scanned per Destination Options header. */
 #define PDM_MAX_EXT_HDRS 4

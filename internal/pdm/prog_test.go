@@ -308,8 +308,9 @@ func TestUnchanged(t *testing.T) {
 		pkt     pktcraft.Packet
 		counter probe.PdmPdmCounter
 	}{
-		{"hop-by-hop", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.HopByHop()}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR},
-		{"routing", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.RoutingHeader(4, 0, hostB.As16())}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR},
+		{"hop-by-hop over 256 bytes", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.HopByHop(pktcraft.OptRaw(0x1e, 255, make([]byte, 255)...)...)}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR},
+		{"hop-by-hop then fragment", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.HopByHop(), pktcraft.FragmentHeader(0, true, 99)}, UDP: udp}, probe.PdmPdmCounterPDM_C_FRAGMENT},
+		{"destination options", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.DestOpts(pktcraft.OptRaw(0x1e, 2, 0, 0)...)}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR},
 		{"existing PDM", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.DestOpts(pktcraft.PDMOption(0, 0, 1, 2, 3, 4)...)}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR},
 		{"fragment", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.FragmentHeader(0, true, 99)}, UDP: udp}, probe.PdmPdmCounterPDM_C_FRAGMENT},
 		{"neighbor solicitation", pktcraft.Packet{Src: hostA, Dst: hostB, ICMP: &pktcraft.ICMP{Type: 135, Body: make([]byte, 20)}}, probe.PdmPdmCounterPDM_C_SKIP_PROTO},
@@ -327,6 +328,43 @@ func TestUnchanged(t *testing.T) {
 				t.Errorf("counters %v", c.Map())
 			}
 		})
+	}
+}
+
+// TestInsertAfterExtHeaders: with hop-by-hop and routing headers, PDM
+// goes after them (RFC 8200's order), byte for byte as pktcraft builds it.
+func TestInsertAfterExtHeaders(t *testing.T) {
+	sixteen := make([]byte, 14) // with the two fixed bytes: a 16-byte hop-by-hop header
+	cases := []struct {
+		name string
+		ext  []pktcraft.ExtHeader
+	}{
+		{"hop-by-hop", []pktcraft.ExtHeader{pktcraft.HopByHop()}},
+		{"routing", []pktcraft.ExtHeader{pktcraft.RoutingHeader(4, 1, hostB.As16())}},
+		{"hop-by-hop and routing", []pktcraft.ExtHeader{pktcraft.HopByHop(pktcraft.OptRaw(0x1e, 12, sixteen[:12]...)...), pktcraft.RoutingHeader(4, 0, hostA.As16(), hostB.As16())}},
+	}
+	for _, tc := range cases {
+		for _, tr := range transports() {
+			t.Run(tc.name+"/"+tr.name, func(t *testing.T) {
+				h := newHarness(t, Config{})
+				pkt := tr.pkt
+				pkt.IPv6ExtHeaders = tc.ext
+				orig := pkt.MustBytes()
+				out := h.egress(orig, 1000)
+				st, ok := h.state(tr.key)
+				if !ok {
+					t.Fatal("no state for the 5-tuple after egress")
+				}
+				pkt.IPv6ExtHeaders = append(append([]pktcraft.ExtHeader(nil), tc.ext...),
+					pktcraft.DestOpts(pktcraft.PDMOption(0, 0, st.PsnNext-1, 0, 0, 0)...))
+				f := pkt.MustBuild()
+				want := f.Data
+				if !bytes.Equal(out[:len(want)], want) {
+					t.Fatalf("egress output differs:\n got %x\nwant %x", out[:len(want)], want)
+				}
+				checkL4Checksum(t, out[:len(want)], f.L4, tr.key.Proto)
+			})
+		}
 	}
 }
 
