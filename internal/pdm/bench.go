@@ -56,7 +56,7 @@ func Bench(dir string, rounds, runs int, log io.Writer) (*BenchResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer objs.Close()
+	defer func() { _ = objs.Close() }()
 	var empty probe.EmptyObjects
 	if err := probe.LoadEmptyObjects(&empty, nil); err != nil {
 		return nil, fmt.Errorf("load empty program: %w", err)
@@ -108,7 +108,7 @@ func Bench(dir string, rounds, runs int, log io.Writer) (*BenchResult, error) {
 	var stats io.Closer
 	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
 		stats = st
-		defer st.Close()
+		defer func() { _ = st.Close() }()
 	} else {
 		fmt.Fprintln(log, "bpf_stats unavailable:", err)
 	}

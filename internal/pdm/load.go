@@ -75,7 +75,7 @@ func Load(cfg Config) (*Objects, error) {
 	if err := spec.LoadAndAssign(&o.PdmObjects, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("the kernel refused the PDM programs (see `rttscope doctor`): %v", ve)
+			return nil, fmt.Errorf("the kernel refused the PDM programs (see `rttscope doctor`): %w", ve)
 		}
 		return nil, fmt.Errorf("load PDM programs: %w", err)
 	}

@@ -82,7 +82,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { objs.Close() })
+	t.Cleanup(func() { _ = objs.Close() })
 	rb, err := ringbuf.NewReader(objs.PdmEvents)
 	if err != nil {
 		t.Fatal(err)
@@ -510,9 +510,8 @@ func TestPassive(t *testing.T) {
 	// names it (PSNLR 20) with DTLS 5 ms: network RTT 4 ms.
 	req := transports()[1].pkt
 	reply := pktcraft.Packet{Src: hostB, Dst: hostA, UDP: &pktcraft.UDP{SrcPort: 53, DstPort: 5353}}
-	in := withPDM(reply, 0, 0, 20, 10, 0, 0)
 	v1, s1 := Encode(uint64(time.Millisecond))
-	in = withPDM(reply, s1, 0, 20, 10, v1, 0)
+	in := withPDM(reply, s1, 0, 20, 10, v1, 0)
 	v5, s5 := Encode(uint64(5 * time.Millisecond))
 	outPkt := withPDM(req, 0, s5, 11, 20, 0, v5)
 	if got := h.ingress(in, 1000); !bytes.Equal(got[:len(in)], in) {
@@ -543,7 +542,7 @@ func TestBPFEncoder(t *testing.T) {
 	if err := probe.LoadPdmEncodeTestObjects(&objs, nil); err != nil {
 		t.Fatal(err)
 	}
-	defer objs.Close()
+	defer func() { _ = objs.Close() }()
 	encode := func(ns uint64) (uint16, uint8) {
 		in := make([]byte, 64)
 		binary.NativeEndian.PutUint64(in, ns)

@@ -51,7 +51,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	defer objs.Close()
+	defer func() { _ = objs.Close() }()
 	var atts []*loader.Attachment
 	defer func() {
 		for _, a := range atts {
