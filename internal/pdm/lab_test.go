@@ -40,6 +40,7 @@ const (
 	labTolerance = 500 * time.Microsecond
 	labRequests  = 20
 	labPort      = 7007
+	labPings     = 5
 )
 
 func TestLabTshark(t *testing.T) {
@@ -88,14 +89,15 @@ func TestLabTshark(t *testing.T) {
 	runCtx, stopRun := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	outs := make([]*bytes.Buffer, 2)
+	logs := make([]*bytes.Buffer, 2) // attach modes, counters at exit
 	errs := make([]error, 2)
 	for i, n := range []*lab.Node{cli, srv} {
-		outs[i] = new(bytes.Buffer)
+		outs[i], logs[i] = new(bytes.Buffer), new(bytes.Buffer)
 		w, _ := NewWriter(outs[i], "jsonl")
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = Run(runCtx, Options{Interfaces: []string{lab.ClientIf}, Netns: n.Name, Output: w,
+			errs[i] = Run(runCtx, Options{Interfaces: []string{lab.ClientIf}, Netns: n.Name, Output: w, Log: logs[i],
 				Config: Config{MapSize: DefaultMapSize, Lifetime: DefaultLifetime}})
 			_ = w.Close()
 		}()
@@ -112,6 +114,10 @@ func TestLabTshark(t *testing.T) {
 	time.Sleep(time.Second) // attach (Run has no ready signal)
 
 	exchange(t, cli, srv, netip.AddrPortFrom(l.ServerAddr6[0], labPort))
+	// ICMPv6 echo: the server's kernel answers, its egress adds PDM.
+	if out, err := cli.Command(ctx, "ping", "-6", "-n", "-c", strconv.Itoa(labPings), "-i", "0.1", l.ServerAddr6[0].String()).CombinedOutput(); err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	for i, err := range errs {
@@ -119,13 +125,17 @@ func TestLabTshark(t *testing.T) {
 			t.Fatalf("rttscope pdm (%d): %v", i, err)
 		}
 	}
+	t.Logf("client: %s", logs[0])
+	t.Logf("server: %s", logs[1])
 	time.Sleep(200 * time.Millisecond) // tcpdump -U has written everything
 
 	client := l.ClientAddr6.String()
 	caps := map[string][]pdmPkt{}
 	for name, file := range pcaps {
-		caps[name] = readCapture(t, file)
+		caps[name] = readCapture(t, file, "udp", 2*labRequests)
 		checkPSNs(t, name, caps[name], client)
+		pings := readCapture(t, file, "icmpv6.type == 128 || icmpv6.type == 129", 2*labPings)
+		checkPSNs(t, name+" (ping)", pings, client)
 	}
 	checkDelays(t, caps["client"], caps["server"])
 	checkRecords(t, outs[0].Bytes(), caps["client"], caps["server"])
@@ -196,11 +206,12 @@ type pdmPkt struct {
 	dtlr, dtls   time.Duration
 }
 
-// readCapture decodes the UDP packets of a capture with tshark; every one
-// must carry a PDM option that tshark does not call malformed.
-func readCapture(t *testing.T, pcap string) []pdmPkt {
+// readCapture decodes the packets of a capture that filter (a tshark
+// display filter) selects; there must be want of them, and every one must
+// carry a PDM option that tshark does not call malformed.
+func readCapture(t *testing.T, pcap, filter string, want int) []pdmPkt {
 	t.Helper()
-	out, err := exec.Command("tshark", "-r", pcap, "-Y", "udp", "-T", "fields", "-E", "separator=,",
+	out, err := exec.Command("tshark", "-r", pcap, "-Y", filter, "-T", "fields", "-E", "separator=,",
 		"-e", "frame.time_epoch", "-e", "ipv6.src", "-e", "ipv6.opt.pdm.scale_dtlr", "-e", "ipv6.opt.pdm.scale_dtls",
 		"-e", "ipv6.opt.pdm.psn_this_pkt", "-e", "ipv6.opt.pdm.psn_last_recv",
 		"-e", "ipv6.opt.pdm.delta_last_recv", "-e", "ipv6.opt.pdm.delta_last_sent", "-e", "_ws.malformed").Output()
@@ -211,7 +222,7 @@ func readCapture(t *testing.T, pcap string) []pdmPkt {
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Split(line, ",")
 		if len(f) < 9 || f[4] == "" {
-			t.Fatalf("%s: packet without PDM (or not decoded): %q", pcap, line)
+			t.Fatalf("%s: packet without PDM (or not decoded): %q; all:\n%s", pcap, line, out)
 		}
 		if f[8] != "" {
 			t.Fatalf("%s: tshark marks a packet malformed: %q", pcap, line)
@@ -231,8 +242,8 @@ func readCapture(t *testing.T, pcap string) []pdmPkt {
 		pkts = append(pkts, pdmPkt{time: time.Duration(ts * 1e9), src: f[1], psntp: n[2], psnlr: n[3],
 			dtlr: Decode(uint16(n[4]), uint8(n[0])), dtls: Decode(uint16(n[5]), uint8(n[1]))})
 	}
-	if len(pkts) != 2*labRequests {
-		t.Fatalf("%s: %d PDM packets captured, want %d", pcap, len(pkts), 2*labRequests)
+	if len(pkts) != want {
+		t.Fatalf("%s: %d PDM packets (%s) captured, want %d", pcap, len(pkts), filter, want)
 	}
 	return pkts
 }
@@ -299,6 +310,9 @@ func checkRecords(t *testing.T, jsonl []byte, cli, srv []pdmPkt) {
 		var r Record
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("record %q: %v", line, err)
+		}
+		if r.Protocol != "UDP" {
+			continue // the pings
 		}
 		if n == labRequests {
 			t.Fatalf("more records than replies: %s", line)
