@@ -85,20 +85,28 @@ func TestLabTshark(t *testing.T) {
 		t.Cleanup(func() { _ = dump.Process.Signal(syscall.SIGINT); _ = dump.Wait() })
 	}
 
-	// rttscope pdm on both ends.
+	// rttscope pdm on both ends, and --passive on the middlebox (facing
+	// the client).
 	runCtx, stopRun := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	outs := make([]*bytes.Buffer, 2)
-	logs := make([]*bytes.Buffer, 2) // attach modes, counters at exit
-	errs := make([]error, 2)
-	for i, n := range []*lab.Node{cli, srv} {
+	runs := []struct {
+		node    *lab.Node
+		ifname  string
+		passive bool
+	}{{cli, lab.ClientIf, false}, {srv, lab.ServerIf, false}, {l.Middlebox, l.MiddleboxClientIf, true}}
+	outs := make([]*bytes.Buffer, len(runs))
+	logs := make([]*bytes.Buffer, len(runs)) // attach modes, counters at exit
+	errs := make([]error, len(runs))
+	ready := make(chan struct{}, len(runs))
+	for i, r := range runs {
 		outs[i], logs[i] = new(bytes.Buffer), new(bytes.Buffer)
 		w, _ := NewWriter(outs[i], "jsonl")
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = Run(runCtx, Options{Interfaces: []string{lab.ClientIf}, Netns: n.Name, Output: w, Log: logs[i],
-				Config: Config{MapSize: DefaultMapSize, Lifetime: DefaultLifetime}})
+			errs[i] = Run(runCtx, Options{Interfaces: []string{r.ifname}, Netns: r.node.Name, Output: w, Log: logs[i],
+				Ready:  func() { ready <- struct{}{} },
+				Config: Config{MapSize: DefaultMapSize, Lifetime: DefaultLifetime, Passive: r.passive}})
 			_ = w.Close()
 		}()
 	}
@@ -111,7 +119,14 @@ func TestLabTshark(t *testing.T) {
 		}
 	}
 	defer stop()
-	time.Sleep(time.Second) // attach (Run has no ready signal)
+	for range runs {
+		select {
+		case <-ready:
+		case <-time.After(30 * time.Second):
+			stop()
+			t.Fatalf("rttscope pdm not attached after 30 s: %v", errs)
+		}
+	}
 
 	exchange(t, cli, srv, netip.AddrPortFrom(l.ServerAddr6[0], labPort))
 	// ICMPv6 echo: the server's kernel answers, its egress adds PDM.
@@ -127,6 +142,7 @@ func TestLabTshark(t *testing.T) {
 	}
 	t.Logf("client: %s", logs[0])
 	t.Logf("server: %s", logs[1])
+	t.Logf("middlebox: %s", logs[2])
 	time.Sleep(200 * time.Millisecond) // tcpdump -U has written everything
 
 	client := l.ClientAddr6.String()
@@ -139,6 +155,7 @@ func TestLabTshark(t *testing.T) {
 	}
 	checkDelays(t, caps["client"], caps["server"])
 	checkRecords(t, outs[0].Bytes(), caps["client"], caps["server"])
+	checkPassive(t, outs[2].Bytes(), caps["client"], caps["server"])
 }
 
 // exchange runs labRequests UDP request/response pairs; the server holds
@@ -328,5 +345,34 @@ func checkRecords(t *testing.T, jsonl []byte, cli, srv []pdmPkt) {
 	}
 	if n != labRequests {
 		t.Errorf("%d client records, want %d", n, labRequests)
+	}
+}
+
+// checkPassive: the middlebox, decoding only, pairs each client request
+// with the reply its PSNLR names: network_rtt = the request's DTLS - the
+// reply's DTLR, the client's round trip without the server's hold, as the
+// captures show them. It changed nothing: the captures already showed
+// each packet exactly once with the PDM of its sender.
+func checkPassive(t *testing.T, jsonl []byte, cli, srv []pdmPkt) {
+	t.Helper()
+	n := 0
+	for _, line := range bytes.Split(bytes.TrimSpace(jsonl), []byte("\n")) {
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("passive record %q: %v", line, err)
+		}
+		if r.Protocol != "UDP" || r.Direction != "ingress" || r.NetworkRTT == nil {
+			continue
+		}
+		if n == labRequests-1 {
+			t.Fatalf("more paired requests than there are: %s", line)
+		}
+		// Request n+1 carries the DTLS of round trip n.
+		want := (cli[2*n+1].time - cli[2*n].time) - (srv[2*n+1].time - srv[2*n].time)
+		near(t, fmt.Sprintf("passive network_rtt of round trip %d", n), time.Duration(*r.NetworkRTT), want)
+		n++
+	}
+	if n != labRequests-1 {
+		t.Errorf("%d paired requests at the middlebox, want %d", n, labRequests-1)
 	}
 }

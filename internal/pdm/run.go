@@ -27,6 +27,9 @@ type Options struct {
 	Duration time.Duration // 0 = until ctx ends
 	Output   *Writer
 	Log      io.Writer // attach modes and the counters at exit
+	// Ready, when set, is called once every interface is hooked (tests
+	// start their traffic then).
+	Ready func()
 }
 
 // Validate checks the options before anything is loaded.
@@ -80,6 +83,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		if o.Log != nil {
 			fmt.Fprintf(o.Log, "rttscope pdm: %s: %v\n", name, a.Modes)
 		}
+	}
+	if o.Ready != nil {
+		o.Ready()
 	}
 	if o.Duration > 0 {
 		var cancel context.CancelFunc
