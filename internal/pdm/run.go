@@ -80,8 +80,11 @@ func Run(ctx context.Context, o Options) (err error) {
 			return err
 		}
 		atts = append(atts, a)
+	}
+	// Said once all are hooked: a failure stays the one line on stderr.
+	for _, a := range atts {
 		if o.Log != nil {
-			fmt.Fprintf(o.Log, "rttscope pdm: %s: %v\n", name, a.Modes)
+			fmt.Fprintf(o.Log, "rttscope pdm: %s: %v\n", a.Iface.Name, a.Modes)
 		}
 	}
 	if o.Ready != nil {
