@@ -12,8 +12,9 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define L3_OFF ETH_HLEN_BYTES
-#define L4_OFF (L3_OFF + sizeof(struct ipv6hdr))
+#define L3_OFF	     ETH_HLEN_BYTES
+#define L4_OFF	     (L3_OFF + sizeof(struct ipv6hdr))
+#define IPV6_MIN_MTU 1280
 
 /* The PDM option as on the wire (network byte order). */
 struct pdm_opt {
@@ -500,7 +501,11 @@ static __always_inline int insert(struct __sk_buff *skb, struct ipv6hdr *ip6)
 		pdm_count(PDM_C_SKIP_GSO);
 		return TC_NEXT;
 	}
-	if (bpf_check_mtu(skb, 0, &mtu, PDM_HDR_LEN, 0) != 0) {
+	/* IPv6 links have an MTU of at least 1280 (RFC 8200 section 5;
+	 * Linux turns IPv6 off below it): smaller packets fit without
+	 * asking. */
+	if (skb->len - L3_OFF + PDM_HDR_LEN > IPV6_MIN_MTU &&
+	    bpf_check_mtu(skb, 0, &mtu, PDM_HDR_LEN, 0) != 0) {
 		pdm_count(PDM_C_SKIP_MTU);
 		return TC_NEXT;
 	}

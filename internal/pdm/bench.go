@@ -83,12 +83,14 @@ func Bench(dir string, rounds, runs int, log io.Writer) (*BenchResult, error) {
 	rep := pktcraft.Packet{Src: b, Dst: a, UDP: &pktcraft.UDP{SrcPort: 53, DstPort: 5353, Payload: make([]byte, 64)}}
 	withOpt := rep
 	withOpt.IPv6ExtHeaders = []pktcraft.ExtHeader{pktcraft.DestOpts(pktcraft.PDMOption(20, 30, 1, 2, 0x8000, 0x9000)...)}
+	big := pktcraft.Packet{Src: a, Dst: b, UDP: &pktcraft.UDP{SrcPort: 5354, DstPort: 53, Payload: make([]byte, 1400-48)}}
 	tcp := pktcraft.Packet{Src: a, Dst: b, TCP: &pktcraft.TCP{SrcPort: 40000, DstPort: 443, ACK: true, Payload: make([]byte, 64)}}
 	v4 := pktcraft.Packet{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), UDP: &pktcraft.UDP{SrcPort: 1, DstPort: 2}}
 	cases := []benchCase{
 		{"empty", empty.EmptyTc, req.MustBytes(), true},
 		{"egress_insert_udp", objs.PdmTcEgress, req.MustBytes(), false},
 		{"egress_insert_tcp", objs.PdmTcEgress, tcp.MustBytes(), false},
+		{"egress_insert_udp_1400", objs.PdmTcEgress, big.MustBytes(), false},
 		{"egress_skip_ipv4", objs.PdmTcEgress, v4.MustBytes(), true},
 		{"ingress_pdm_udp", objs.PdmTcIngress, withOpt.MustBytes(), true},
 		{"ingress_no_pdm_udp", objs.PdmTcIngress, rep.MustBytes(), true},
