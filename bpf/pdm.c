@@ -515,6 +515,10 @@ static __always_inline int insert(struct __sk_buff *skb, struct ipv6hdr *ip6)
 	if ((void *)(ip6 + 1) > data_end)
 		return TC_NEXT;
 	plen = bpf_ntohs(ip6->payload_len);
+	if (plen == 0) { /* a jumbogram: its length is in hop-by-hop */
+		pdm_count(PDM_C_SKIP_EXT_HDR);
+		return TC_NEXT;
+	}
 	make_key(&key, ip6, true, nh, sport, dport);
 	now = pdm_now(skb);
 	st = get_state(&key, now, true);

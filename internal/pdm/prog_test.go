@@ -307,19 +307,24 @@ func TestUnchanged(t *testing.T) {
 		name    string
 		pkt     pktcraft.Packet
 		counter probe.PdmPdmCounter
+		zeroLen bool // payload length 0, as in a jumbogram
 	}{
-		{"hop-by-hop over 256 bytes", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.HopByHop(pktcraft.OptRaw(0x1e, 255, make([]byte, 255)...)...)}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR},
-		{"hop-by-hop then fragment", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.HopByHop(), pktcraft.FragmentHeader(0, true, 99)}, UDP: udp}, probe.PdmPdmCounterPDM_C_FRAGMENT},
-		{"destination options", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.DestOpts(pktcraft.OptRaw(0x1e, 2, 0, 0)...)}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR},
-		{"existing PDM", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.DestOpts(pktcraft.PDMOption(0, 0, 1, 2, 3, 4)...)}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR},
-		{"fragment", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.FragmentHeader(0, true, 99)}, UDP: udp}, probe.PdmPdmCounterPDM_C_FRAGMENT},
-		{"neighbor solicitation", pktcraft.Packet{Src: hostA, Dst: hostB, ICMP: &pktcraft.ICMP{Type: 135, Body: make([]byte, 20)}}, probe.PdmPdmCounterPDM_C_SKIP_PROTO},
-		{"IPv4", pktcraft.Packet{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_NOT_IPV6},
+		{"jumbogram", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.HopByHop(0xc2, 4, 0, 0, 0x10, 0)}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR, true},
+		{"hop-by-hop over 256 bytes", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.HopByHop(pktcraft.OptRaw(0x1e, 255, make([]byte, 255)...)...)}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR, false},
+		{"hop-by-hop then fragment", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.HopByHop(), pktcraft.FragmentHeader(0, true, 99)}, UDP: udp}, probe.PdmPdmCounterPDM_C_FRAGMENT, false},
+		{"destination options", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.DestOpts(pktcraft.OptRaw(0x1e, 2, 0, 0)...)}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR, false},
+		{"existing PDM", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.DestOpts(pktcraft.PDMOption(0, 0, 1, 2, 3, 4)...)}, UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_EXT_HDR, false},
+		{"fragment", pktcraft.Packet{Src: hostA, Dst: hostB, IPv6ExtHeaders: []pktcraft.ExtHeader{pktcraft.FragmentHeader(0, true, 99)}, UDP: udp}, probe.PdmPdmCounterPDM_C_FRAGMENT, false},
+		{"neighbor solicitation", pktcraft.Packet{Src: hostA, Dst: hostB, ICMP: &pktcraft.ICMP{Type: 135, Body: make([]byte, 20)}}, probe.PdmPdmCounterPDM_C_SKIP_PROTO, false},
+		{"IPv4", pktcraft.Packet{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), UDP: udp}, probe.PdmPdmCounterPDM_C_SKIP_NOT_IPV6, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, Config{})
 			in := tc.pkt.MustBytes()
+			if tc.zeroLen {
+				in[18], in[19] = 0, 0
+			}
 			if out := h.egress(in, 1000); !bytes.Equal(out[:len(in)], in) || out[len(in)] != 0 {
 				t.Fatalf("packet changed:\n got %x\nwant %x", out[:len(in)+16], in)
 			}
