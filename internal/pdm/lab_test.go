@@ -34,13 +34,14 @@ import (
 // own clocks are later still: the captures are the known delays of each
 // packet.)
 const (
-	labToServer  = 10 * time.Millisecond
-	labToClient  = 5 * time.Millisecond
-	labHold      = 2 * time.Millisecond
-	labTolerance = 500 * time.Microsecond
-	labRequests  = 20
-	labPort      = 7007
-	labPings     = 5
+	labToServer     = 10 * time.Millisecond
+	labToClient     = 5 * time.Millisecond
+	labHold         = 2 * time.Millisecond
+	labTolerance    = 500 * time.Microsecond
+	labRequests     = 20
+	labPort         = 7007
+	labPings        = 5
+	labTCPExchanges = 10
 )
 
 func TestLabTshark(t *testing.T) {
@@ -129,6 +130,7 @@ func TestLabTshark(t *testing.T) {
 	}
 
 	exchange(t, cli, srv, netip.AddrPortFrom(l.ServerAddr6[0], labPort))
+	exchangeTCP(t, cli, srv, netip.AddrPortFrom(l.ServerAddr6[0], labPort+1))
 	// ICMPv6 echo: the server's kernel answers, its egress adds PDM.
 	if out, err := cli.Command(ctx, "ping", "-6", "-n", "-c", strconv.Itoa(labPings), "-i", "0.1", l.ServerAddr6[0].String()).CombinedOutput(); err != nil {
 		t.Fatalf("ping: %v\n%s", err, out)
@@ -152,6 +154,7 @@ func TestLabTshark(t *testing.T) {
 		checkPSNs(t, name, caps[name], client)
 		pings := readCapture(t, file, "icmpv6.type == 128 || icmpv6.type == 129", 2*labPings)
 		checkPSNs(t, name+" (ping)", pings, client)
+		checkPSNsTCP(t, name+" (TCP)", readCapture(t, file, "tcp", -1))
 	}
 	checkDelays(t, caps["client"], caps["server"])
 	checkRecords(t, outs[0].Bytes(), caps["client"], caps["server"])
@@ -224,8 +227,8 @@ type pdmPkt struct {
 }
 
 // readCapture decodes the packets of a capture that filter (a tshark
-// display filter) selects; there must be want of them, and every one must
-// carry a PDM option that tshark does not call malformed.
+// display filter) selects; there must be want of them (any number when
+// want < 0), and every one must carry a PDM option that tshark does not call malformed.
 func readCapture(t *testing.T, pcap, filter string, want int) []pdmPkt {
 	t.Helper()
 	out, err := exec.Command("tshark", "-r", pcap, "-Y", filter, "-T", "fields", "-E", "separator=,",
@@ -259,7 +262,7 @@ func readCapture(t *testing.T, pcap, filter string, want int) []pdmPkt {
 		pkts = append(pkts, pdmPkt{time: time.Duration(ts * 1e9), src: f[1], psntp: n[2], psnlr: n[3],
 			dtlr: Decode(uint16(n[4]), uint8(n[0])), dtls: Decode(uint16(n[5]), uint8(n[1]))})
 	}
-	if len(pkts) != want {
+	if want >= 0 && len(pkts) != want {
 		t.Fatalf("%s: %d PDM packets (%s) captured, want %d", pcap, len(pkts), filter, want)
 	}
 	return pkts
@@ -374,5 +377,87 @@ func checkPassive(t *testing.T, jsonl []byte, cli, srv []pdmPkt) {
 	}
 	if n != labRequests-1 {
 		t.Errorf("%d paired requests at the middlebox, want %d", n, labRequests-1)
+	}
+}
+
+// exchangeTCP runs labTCPExchanges small request/response pairs over one
+// TCP connection (small segments: a full-size one cannot grow by 16 bytes
+// within the MTU and leaves without PDM, see docs/pdm.md).
+func exchangeTCP(t *testing.T, cli, srv *lab.Node, to netip.AddrPort) {
+	t.Helper()
+	var ln *net.TCPListener
+	if err := srv.Do(func() (err error) {
+		ln, err = net.ListenTCP("tcp6", net.TCPAddrFromAddrPort(to))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.AcceptTCP()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 256)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			time.Sleep(labHold)
+			if _, err := c.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}()
+	var c *net.TCPConn
+	if err := cli.Do(func() (err error) {
+		c, err = net.DialTCP("tcp6", nil, net.TCPAddrFromAddrPort(to))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 256)
+	for i := range labTCPExchanges {
+		if _, err := fmt.Fprintf(c, "request %d", i); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(buf); err != nil {
+			t.Fatalf("TCP request %d: no reply: %v", i, err)
+		}
+	}
+}
+
+// checkPSNsTCP: TCP is not strict ping-pong (ACKs, handshake), so: PSNTP
+// +1 per packet in each direction, and each PSNLR is 0 before the sender
+// has received anything, else a PSNTP the other side sent.
+func checkPSNsTCP(t *testing.T, where string, pkts []pdmPkt) {
+	t.Helper()
+	if len(pkts) < 2*labTCPExchanges+3 {
+		t.Fatalf("%s: %d TCP packets with PDM, want at least %d", where, len(pkts), 2*labTCPExchanges+3)
+	}
+	last := map[string]int{}
+	sent := map[string]map[int]bool{}
+	for i, p := range pkts {
+		if prev, ok := last[p.src]; ok && p.psntp != (prev+1)&0xffff {
+			t.Errorf("%s: packet %d: PSNTP %d after %d", where, i, p.psntp, prev)
+		}
+		last[p.src] = p.psntp
+		other := false
+		for src, psns := range sent {
+			if src != p.src && psns[p.psnlr] {
+				other = true
+			}
+		}
+		if !other && p.psnlr != 0 {
+			t.Errorf("%s: packet %d: PSNLR %d is no PSNTP of the other side", where, i, p.psnlr)
+		}
+		if sent[p.src] == nil {
+			sent[p.src] = map[int]bool{}
+		}
+		sent[p.src][p.psntp] = true
 	}
 }
