@@ -392,7 +392,7 @@ func exchangeTCP(t *testing.T, cli, srv *lab.Node, to netip.AddrPort) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	go func() {
 		c, err := ln.AcceptTCP()
 		if err != nil {
