@@ -88,7 +88,7 @@ static __always_inline void send_flow_event(struct packet_info *p,
 {
 	struct flow_event *e;
 
-	if (cfg_aggregate)
+	if (cfg_aggregate || cfg_steps < STEP_EVENTS)
 		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -119,6 +119,8 @@ send_rtt_event(struct packet_info *p, struct flow_dir_state *orig, __u64 rtt)
 {
 	struct rtt_event *e;
 
+	if (cfg_steps < STEP_EVENTS)
+		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(COUNTER_RINGBUF_FULL);
@@ -222,7 +224,8 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 	snd->last_id = p->pid.identifier;
 	snd->has_last_id = 1;
 
-	if (cfg_local_filter && !p->is_egress && is_local_destination(ctx, p))
+	if (cfg_local_filter && cfg_steps >= STEP_LOCAL && !p->is_egress &&
+	    is_local_destination(ctx, p))
 		return;
 	if (!new_flow && is_rate_limited(p->time, snd))
 		return;
@@ -273,6 +276,8 @@ static __always_inline void match_packet(struct packet_info *p,
 	if (!orig->min_rtt || rtt < orig->min_rtt)
 		orig->min_rtt = rtt;
 	orig->srtt = update_srtt(orig->srtt, rtt);
+	if (cfg_steps < STEP_EVENTS)
+		return;
 	summary_add(key, orig_side, rtt);
 	if (cfg_aggregate)
 		agg_add_rtt(p, rtt);
@@ -323,9 +328,9 @@ static __always_inline void handle_packet(void *ctx,
 	p.is_egress = is_egress;
 	p.ifindex = pctx->ifindex;
 	ret = parse_packet(pctx, &p);
-	if (cfg_aggregate && p.l3_valid)
+	if (cfg_aggregate && cfg_steps >= STEP_EVENTS && p.l3_valid)
 		agg_count_packet(&p);
-	if (ret < 0)
+	if (ret < 0 || cfg_steps < STEP_FLOW)
 		return;
 
 	side = canonical_tuple(&p.pid.flow, &key);
@@ -344,6 +349,8 @@ static __always_inline void handle_packet(void *ctx,
 	snd->sent_bytes += p.l3_len;
 	orig->rec_pkts++;
 	orig->rec_bytes += p.l3_len;
+	if (cfg_steps < STEP_TIMESTAMP)
+		return;
 
 	timestamp_packet(ctx, &p, snd, new_flow);
 	match_packet(&p, &key, orig, self ? side : side ^ 1);

@@ -95,19 +95,21 @@ func newBenchCmd() *cobra.Command {
 				o.LoadTCPRate = r / 8
 			}
 			if only != "" && only != "all" {
-				o.TestRun, o.Live, o.Load, o.Events = false, false, false, false
+				o.TestRun, o.Live, o.Steps, o.Load, o.Events = false, false, false, false, false
 				for _, p := range strings.Split(only, ",") {
 					switch strings.TrimSpace(p) {
 					case "test_run", "testrun":
 						o.TestRun = true
 					case "live":
 						o.Live = true
+					case "steps":
+						o.Steps = true
 					case "load":
 						o.Load = true
 					case "events":
 						o.Events = true
 					default:
-						return usageError{fmt.Sprintf("invalid --only %q (want all, or a comma-separated list of test_run, live, events, load)", only)}
+						return usageError{fmt.Sprintf("invalid --only %q (want all, or a comma-separated list of test_run, live, steps, events, load)", only)}
 					}
 				}
 			}
@@ -138,7 +140,8 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&path, "path", def.Path.String(), "live: lab path DELAY[/RETURN_DELAY][@RATE] between middlebox and server")
 	f.StringVar(&pacing, "pacing", lab.FormatRate(def.Pacing), "live: pace the bulk transfer to this rate (e.g. 200mbit); 0 or unlimited = as fast as TCP goes (saturates the lab's delay line: loss)")
 	f.BoolVar(&o.NoLiveBaseline, "no-baseline", false, "live: skip the windows with no program attached")
-	f.StringVar(&only, "only", "all", "run only these phases: comma-separated test_run, live, events, load")
+	f.StringVar(&only, "only", "all", "run only these phases: comma-separated test_run, live, steps, events, load")
+	f.StringVar(&o.CompareBinary, "compare-bin", "", "steps: instead of cutting the data path, compare the monitor of this rttscope binary (an earlier build) with this one's, interleaved")
 	f.IntVar(&o.LoadReps, "load-reps", def.LoadReps, "load: repetitions of every mode per scenario (interleaved)")
 	f.DurationVar(&o.LoadDuration, "load-duration", def.LoadDuration, "load: measured time per window")
 	f.DurationVar(&o.LoadWarmup, "load-warmup", def.LoadWarmup, "load: time between the monitor attaching and the window's first reading")

@@ -266,6 +266,7 @@ const (
 	RttscopeVarCfgReplay                  = "cfg_replay"
 	RttscopeVarCfgRttRateMilli            = "cfg_rtt_rate_milli"
 	RttscopeVarCfgRttRateUseSrtt          = "cfg_rtt_rate_use_srtt"
+	RttscopeVarCfgSteps                   = "cfg_steps"
 	RttscopeVarCfgTcpFlowTimeoutNs        = "cfg_tcp_flow_timeout_ns"
 	RttscopeVarCfgTrackIcmp               = "cfg_track_icmp"
 	RttscopeVarCfgTrackTcp                = "cfg_track_tcp"
@@ -365,6 +366,7 @@ type RttscopeVariableSpecs struct {
 	CfgReplay             *ebpf.VariableSpec `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_milli"`
 	CfgRttRateUseSrtt     *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_use_srtt"`
+	CfgSteps              *ebpf.VariableSpec `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.VariableSpec `ebpf:"cfg_tcp_flow_timeout_ns"`
 	CfgTrackIcmp          *ebpf.VariableSpec `ebpf:"cfg_track_icmp"`
 	CfgTrackTcp           *ebpf.VariableSpec `ebpf:"cfg_track_tcp"`
@@ -447,6 +449,7 @@ type RttscopeVariables struct {
 	CfgReplay             *ebpf.Variable `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.Variable `ebpf:"cfg_rtt_rate_milli"`
 	CfgRttRateUseSrtt     *ebpf.Variable `ebpf:"cfg_rtt_rate_use_srtt"`
+	CfgSteps              *ebpf.Variable `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.Variable `ebpf:"cfg_tcp_flow_timeout_ns"`
 	CfgTrackIcmp          *ebpf.Variable `ebpf:"cfg_track_icmp"`
 	CfgTrackTcp           *ebpf.Variable `ebpf:"cfg_track_tcp"`
