@@ -114,8 +114,11 @@ static __always_inline void send_flow_event(struct packet_info *p,
 	count(COUNTER_FLOW_EVENTS);
 }
 
-static __always_inline void
-send_rtt_event(struct packet_info *p, struct flow_dir_state *orig, __u64 rtt)
+/* orig sent the timestamped packet, rec (the reply's sender) received it. */
+static __always_inline void send_rtt_event(struct packet_info *p,
+					   struct flow_dir_state *orig,
+					   struct flow_dir_state *rec,
+					   __u64 rtt)
 {
 	struct rtt_event *e;
 
@@ -137,8 +140,8 @@ send_rtt_event(struct packet_info *p, struct flow_dir_state *orig, __u64 rtt)
 	e->srtt = orig->srtt;
 	e->sent_pkts = orig->sent_pkts;
 	e->sent_bytes = orig->sent_bytes;
-	e->rec_pkts = orig->rec_pkts;
-	e->rec_bytes = orig->rec_bytes;
+	e->rec_pkts = rec->sent_pkts;
+	e->rec_bytes = rec->sent_bytes;
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_RTT_EVENTS);
 }
@@ -181,7 +184,7 @@ static __always_inline struct flow_state *get_flow(struct packet_info *p,
 	/* Set before any other CPU can act on it: only the creator gets
 	 * here, and others only read opener for event naming. */
 	fs->opener = side;
-	fs->last_seen = p->time;
+	fs->dir[side].last_seen = p->time;
 	count(COUNTER_FLOWS_CREATED);
 	remember_flow(key);
 	summary_open(key, p->time);
@@ -249,6 +252,7 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 static __always_inline void match_packet(struct packet_info *p,
 					 struct network_tuple *key,
 					 struct flow_dir_state *orig,
+					 struct flow_dir_state *snd,
 					 __u32 orig_side)
 {
 	struct packet_id rid = {};
@@ -282,7 +286,7 @@ static __always_inline void match_packet(struct packet_info *p,
 	if (cfg_aggregate)
 		agg_add_rtt(p, rtt);
 	else
-		send_rtt_event(p, orig, rtt);
+		send_rtt_event(p, orig, snd, rtt);
 }
 
 static __always_inline void close_flow(struct packet_info *p,
@@ -344,16 +348,14 @@ static __always_inline void handle_packet(void *ctx,
 	 * an srtt step; the timestamp map itself stays exact. */
 	snd = &fs->dir[side];
 	orig = self ? snd : &fs->dir[side ^ 1];
-	fs->last_seen = now;
+	snd->last_seen = now;
 	snd->sent_pkts++;
 	snd->sent_bytes += p.l3_len;
-	orig->rec_pkts++;
-	orig->rec_bytes += p.l3_len;
 	if (cfg_steps < STEP_TIMESTAMP)
 		return;
 
 	timestamp_packet(ctx, &p, snd, new_flow);
-	match_packet(&p, &key, orig, self ? side : side ^ 1);
+	match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
 	close_flow(&p, &key, fs, side);
 }
 

@@ -118,20 +118,19 @@ type RttscopeFlowState struct {
 	_   structs.HostLayout
 	Dir [2]struct {
 		_             structs.HostLayout
-		LastTimestamp uint64
-		MinRtt        uint64
-		Srtt          uint64
 		SentPkts      uint64
 		SentBytes     uint64
-		RecPkts       uint64
-		RecBytes      uint64
+		LastSeen      uint64
+		LastTimestamp uint64
 		LastId        uint32
-		Outstanding   uint32
 		HasLastId     uint8
 		FinSeen       uint8
-		Reserved      [6]uint8
+		Reserved      [2]uint8
+		MinRtt        uint64
+		Srtt          uint64
+		Outstanding   uint32
+		Reserved2     uint32
 	}
-	LastSeen    uint64
 	Opener      uint8
 	ClosingSent uint8
 	Reserved    [6]uint8
