@@ -82,6 +82,17 @@ static __always_inline bool is_local_destination(void *ctx,
 	       ret == BPF_FIB_LKUP_RET_FWD_DISABLED;
 }
 
+/* The packet's time. Live, the clock is read on first use only: most
+ * packets (no new identifier, no reply to a timestamp) never need it, and a
+ * clock read is a good part of a packet's cost, more so in a VM. Replay
+ * hands every packet its capture time up front. */
+static __always_inline __u64 packet_time(struct packet_info *p)
+{
+	if (!cfg_replay && !p->time)
+		p->time = bpf_ktime_get_ns();
+	return p->time;
+}
+
 static __always_inline void send_flow_event(struct packet_info *p,
 					    struct flow_state *fs, __u32 side,
 					    __u8 type, __u8 reason)
@@ -97,7 +108,7 @@ static __always_inline void send_flow_event(struct packet_info *p,
 	}
 	e->event_type = EVENT_TYPE_FLOW;
 	e->ifindex = p->ifindex;
-	e->timestamp = p->time;
+	e->timestamp = packet_time(p);
 	/* Flow events always name the flow in the opener's direction. */
 	if (side == fs->opener) {
 		e->flow = p->pid.flow;
@@ -168,6 +179,7 @@ static __always_inline struct flow_state *get_flow(struct packet_info *p,
 	init = bpf_map_lookup_elem(&flow_zero, &zero);
 	if (!init)
 		return NULL;
+	packet_time(p);
 	ret = bpf_map_update_elem(&flow_map, key, init, BPF_NOEXIST);
 	/* Full: replace an unanswered or idle flow. Twice, since another
 	 * CPU may take the freed element first. */
@@ -230,7 +242,7 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 	if (cfg_local_filter && cfg_steps >= STEP_LOCAL && !p->is_egress &&
 	    is_local_destination(ctx, p))
 		return;
-	if (!new_flow && is_rate_limited(p->time, snd))
+	if (!new_flow && is_rate_limited(packet_time(p), snd))
 		return;
 	/* Counts as an attempt even when the map is full, so heavy flows do
 	 * not crowd sparse ones out of freed slots. */
@@ -267,6 +279,7 @@ static __always_inline void match_packet(struct packet_info *p,
 	if (!ts)
 		return;
 	sent = *ts;
+	packet_time(p);
 	/* Whoever deletes the entry owns the sample: each identifier is
 	 * matched at most once, even with both hooks on different CPUs. */
 	if (bpf_map_delete_elem(&ts_map, &rid) != 0)
@@ -309,7 +322,7 @@ static __always_inline void close_flow(struct packet_info *p,
 				p->event_reason);
 	}
 	if (remove)
-		summary_emit(key, fs, p->time, p->event_reason);
+		summary_emit(key, fs, packet_time(p), p->event_reason);
 	if (remove && bpf_map_delete_elem(&flow_map, key) == 0)
 		count(COUNTER_FLOWS_DELETED);
 }
@@ -348,15 +361,19 @@ static __always_inline void handle_packet(void *ctx,
 	 * an srtt step; the timestamp map itself stays exact. */
 	snd = &fs->dir[side];
 	orig = self ? snd : &fs->dir[side ^ 1];
-	snd->last_seen = now;
 	snd->sent_pkts++;
 	snd->sent_bytes += p.l3_len;
-	if (cfg_steps < STEP_TIMESTAMP)
-		return;
-
-	timestamp_packet(ctx, &p, snd, new_flow);
-	match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
-	close_flow(&p, &key, fs, side);
+	if (cfg_steps >= STEP_TIMESTAMP) {
+		timestamp_packet(ctx, &p, snd, new_flow);
+		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
+	}
+	/* Live, only packets that needed the clock refresh it: each new
+	 * identifier does, so an active flow's last_seen lags by at most one
+	 * tick of its timestamp clock, nothing next to the flow timeouts. */
+	if (p.time)
+		snd->last_seen = p.time;
+	if (cfg_steps >= STEP_TIMESTAMP)
+		close_flow(&p, &key, fs, side);
 }
 
 static __always_inline bool is_l3_iface(__u32 ifindex)
@@ -373,7 +390,7 @@ static __always_inline void handle_tc(struct __sk_buff *skb, bool is_egress)
 		.ifindex = skb->ifindex,
 		.l3_proto = bpf_ntohs(skb->protocol),
 	};
-	__u64 now;
+	__u64 now = 0; /* live: read when needed (packet_time) */
 
 	if (cfg_have_l3_ifaces)
 		pctx.l3_only = is_l3_iface(skb->ifindex);
@@ -381,8 +398,6 @@ static __always_inline void handle_tc(struct __sk_buff *skb, bool is_egress)
 		/* BPF_PROG_TEST_RUN hands the capture time in tstamp. */
 		now = skb->tstamp;
 		replay_now = now;
-	} else {
-		now = bpf_ktime_get_ns();
 	}
 	handle_packet(skb, &pctx, is_egress, now);
 }
@@ -424,7 +439,7 @@ int rttscope_xdp_ingress(struct xdp_md *ctx)
 				version == 6 ? ETH_P_IPV6 :
 					       0;
 	}
-	handle_packet(ctx, &pctx, false, bpf_ktime_get_ns());
+	handle_packet(ctx, &pctx, false, 0); /* time: packet_time */
 	return XDP_PASS;
 }
 
