@@ -19,11 +19,18 @@ struct flow_dir_state {
 	__u32 last_id; /* newest identifier seen in this direction */
 	__u8 has_last_id;
 	__u8 fin_seen;
-	__u8 reserved[2];
+	__u8 local_dst; /* enum local_dst: its packets are for this host */
+	__u8 reserved;
 	__u64 min_rtt;
 	__u64 srtt;
 	__u32 outstanding; /* timestamps not yet matched (approximate) */
 	__u32 reserved2;
+};
+
+enum local_dst {
+	LOCAL_DST_UNKNOWN = 0, /* not asked yet */
+	LOCAL_DST_NO = 1,
+	LOCAL_DST_YES = 2,
 };
 
 struct flow_state {

@@ -93,6 +93,18 @@ static __always_inline __u64 packet_time(struct packet_info *p)
 	return p->time;
 }
 
+/* Whether the packets of the sender's direction are for this host. Asked
+ * once per flow direction: routing gives every packet of a direction the
+ * same answer, and a FIB lookup is a walk of the routing tables. */
+static __always_inline bool is_local_direction(void *ctx, struct packet_info *p,
+					       struct flow_dir_state *snd)
+{
+	if (snd->local_dst == LOCAL_DST_UNKNOWN)
+		snd->local_dst = is_local_destination(ctx, p) ? LOCAL_DST_YES :
+								LOCAL_DST_NO;
+	return snd->local_dst == LOCAL_DST_YES;
+}
+
 static __always_inline void send_flow_event(struct packet_info *p,
 					    struct flow_state *fs, __u32 side,
 					    __u8 type, __u8 reason)
@@ -239,10 +251,12 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 	snd->last_id = p->pid.identifier;
 	snd->has_last_id = 1;
 
-	if (cfg_local_filter && cfg_steps >= STEP_LOCAL && !p->is_egress &&
-	    is_local_destination(ctx, p))
-		return;
 	if (!new_flow && is_rate_limited(packet_time(p), snd))
+		return;
+	/* After the rate limit, which turns most candidates away (either
+	 * order skips the same packets). */
+	if (cfg_local_filter && cfg_steps >= STEP_LOCAL && !p->is_egress &&
+	    is_local_direction(ctx, p, snd))
 		return;
 	/* Counts as an attempt even when the map is full, so heavy flows do
 	 * not crowd sparse ones out of freed slots. */

@@ -125,7 +125,8 @@ type RttscopeFlowState struct {
 		LastId        uint32
 		HasLastId     uint8
 		FinSeen       uint8
-		Reserved      [2]uint8
+		LocalDst      uint8
+		Reserved      uint8
 		MinRtt        uint64
 		Srtt          uint64
 		Outstanding   uint32
