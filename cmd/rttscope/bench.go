@@ -29,6 +29,11 @@ program, and record the numbers (nothing is asserted):
             attached (TCX egress and ingress) to the middlebox's
             server-facing interface; with bpf_stats on: ns/packet =
             delta run_time_ns / delta run_cnt, plus packets/s and Mbit/s.
+  steps     the live transfer with the rttscope programs cut after each
+            step of the data path (parse, flow, timestamp, local, events,
+            counters), interleaved with the empty program: what each step
+            adds per packet; with --compare-bin OLD, OLD's monitor against
+            this binary's (paired ratio, 95% confidence interval).
   events    how many RTT events user space consumes: per-sample programs
             fed data/ACK pairs with BPF_PROG_TEST_RUN, the monitor's
             reader path (ring buffer read, decode, jsonl) draining them.
@@ -63,7 +68,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Record the per-packet cost of the BPF programs (TEST_RUN and live traffic)",
 		Long:  benchLong,
-		Example: `  sudo rttscope bench                       # about 6 minutes, results in bench/results/
+		Example: `  sudo rttscope bench                       # about 10 minutes, results in bench/results/
   sudo rttscope bench --only load,events --load-reps 5 --load-duration 5s
   sudo rttscope bench --reps 9 --duration 5s
   sudo rttscope bench --only test_run --repeat 5000000`,
