@@ -441,6 +441,7 @@ func (lb *liveBench) window(ctx context.Context, rep int, prog string) (w LiveWi
 	w = LiveWindow{Rep: rep, Seq: lb.seq, Program: prog}
 	a := &attached{}
 	switch prog {
+	case ProgNone:
 	case ProgEmpty:
 		a, err = lb.attachEmpty()
 	case ProgRttscope:
