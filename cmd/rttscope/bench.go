@@ -146,6 +146,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&pacing, "pacing", lab.FormatRate(def.Pacing), "live: pace the bulk transfer to this rate (e.g. 200mbit); 0 or unlimited = as fast as TCP goes (saturates the lab's delay line: loss)")
 	f.BoolVar(&o.NoLiveBaseline, "no-baseline", false, "live: skip the windows with no program attached")
 	f.StringVar(&only, "only", "all", "run only these phases: comma-separated test_run, live, steps, events, load")
+	f.StringVar(&o.CompareMode, "compare-mode", "", "steps: monitor mode of both builds with --compare-bin: sampled (default), per-sample or aggregated")
 	f.StringVar(&o.CompareBinary, "compare-bin", "", "steps: instead of cutting the data path, compare the monitor of this rttscope binary (an earlier build) with this one's, interleaved")
 	f.IntVar(&o.LoadReps, "load-reps", def.LoadReps, "load: repetitions of every mode per scenario (interleaved)")
 	f.DurationVar(&o.LoadDuration, "load-duration", def.LoadDuration, "load: measured time per window")

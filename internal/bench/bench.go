@@ -46,6 +46,9 @@ type Options struct {
 	// of that binary against this one's.
 	Steps         bool
 	CompareBinary string
+	// CompareMode is the monitor mode of both builds (ModeSampled when
+	// empty; ModePerSample, ModeAggregated).
+	CompareMode string
 	// NoLiveBaseline skips the live windows without any program.
 	NoLiveBaseline bool
 
@@ -135,6 +138,8 @@ func (o *Options) validate() error {
 		return errors.New("load: write size, UDP payload (<= 1472) and UDP senders must be >= 1")
 	case o.Events && (o.EventsBurst < 1000 || o.EventsBurst > 8_000_000 || o.EventsDuration < 100*time.Millisecond):
 		return errors.New("events: burst must be between 1000 and 8e6, duration >= 100ms")
+	case o.CompareMode != "" && o.CompareMode != ModeSampled && o.CompareMode != ModePerSample && o.CompareMode != ModeAggregated:
+		return fmt.Errorf("compare mode must be %s, %s or %s, got %q", ModeSampled, ModePerSample, ModeAggregated, o.CompareMode)
 	case !o.TestRun && !o.Live && !o.Steps && !o.Load && !o.Events:
 		return errors.New("nothing to run: enable at least one phase (test_run, live, steps, load, events)")
 	}
@@ -197,6 +202,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			LoadPhase:     o.Load,
 			StepsPhase:    o.Steps,
 			CompareBinary: o.CompareBinary,
+			CompareMode:   o.CompareMode,
 			EventsPhase:   o.Events,
 			Order: "test_run: per rep and packet, the programs in rotated order (empty, egress, ingress; then egress, ingress, empty; ...); " +
 				"live and steps: the configurations once per rep, rotated by one every two reps and reversed on every other rep",

@@ -158,6 +158,7 @@ type Settings struct {
 	StepsPhase    bool   `json:"steps"`
 	// CompareBinary is the previous build the steps phase compared with.
 	CompareBinary string `json:"compare_binary,omitempty"`
+	CompareMode   string `json:"compare_mode,omitempty"`
 	EventsPhase   bool   `json:"events"`
 	// Load and Events are the settings of those phases when they ran.
 	Load   *LoadSettings   `json:"load_settings,omitempty"`

@@ -71,7 +71,8 @@ func runSteps(ctx context.Context, o *Options, res *Result) error {
 }
 
 // attachBinary runs `rttscope monitor` of bin (this executable when "")
-// on the interface with the default settings, as the load phase does, and
+// on the interface in Options.CompareMode (default: sampled, the default
+// settings), as the load phase does, and
 // finds the programs it attached.
 func (lb *liveBench) attachBinary(ctx context.Context, bin string) (*attached, error) {
 	if bin == "" {
@@ -81,7 +82,11 @@ func (lb *liveBench) attachBinary(ctx context.Context, bin string) (*attached, e
 		}
 	}
 	mb := &loadBench{o: lb.o, lab: lb.lab, ifname: lb.ifname, ifidx: lb.ifidx, bin: bin}
-	m, err := mb.startMonitor(ctx, ModeSampled)
+	mode := lb.o.CompareMode
+	if mode == "" {
+		mode = ModeSampled
+	}
+	m, err := mb.startMonitor(ctx, mode)
 	if err != nil {
 		return nil, err
 	}
