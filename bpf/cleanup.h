@@ -48,12 +48,13 @@ static __always_inline void expire_flow(const struct network_tuple *kp,
 					struct flow_state *fs, __u64 now)
 {
 	struct network_tuple key;
-	__u64 timeout;
+	__u64 timeout, last_seen;
 
 	/* Most entries are not due: decide that before anything else. */
 	timeout = kp->proto == IPPROTO_TCP ? cfg_tcp_flow_timeout_ns :
 					     cfg_other_flow_timeout_ns;
-	if (now <= fs->last_seen || now - fs->last_seen <= timeout)
+	last_seen = flow_last_seen(fs);
+	if (now <= last_seen || now - last_seen <= timeout)
 		return;
 
 	key = *kp;

@@ -41,4 +41,19 @@ volatile const bool cfg_agg_reverse = false;
 /* Keep per-flow RTT summaries and report them (summary.h). */
 volatile const bool cfg_flow_summary = false;
 
+/* Steps of the data path, in the order they add cost. Benchmarks only
+ * (rttscope bench --only steps): cfg_steps runs the data path up to and
+ * including that step and prunes the rest, to measure what each step costs;
+ * the default, STEP_ALL, is the whole program. */
+enum step {
+	STEP_PARSE = 1, /* parse down to the identifiers */
+	STEP_FLOW = 2, /* + flow lookup or creation, flow counters */
+	STEP_TIMESTAMP = 3, /* + timestamp insert and match */
+	STEP_LOCAL = 4, /* + local-destination check */
+	STEP_EVENTS = 5, /* + events (or aggregation, summaries) */
+	STEP_COUNTERS = 6, /* + the counters map */
+	STEP_ALL = STEP_COUNTERS,
+};
+volatile const __u32 cfg_steps = STEP_ALL;
+
 #endif /* RTTSCOPE_CONFIG_H */

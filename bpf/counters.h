@@ -7,6 +7,7 @@
 #define RTTSCOPE_COUNTERS_H
 
 #include "common.h"
+#include "config.h"
 
 enum counter {
 	COUNTER_PACKETS, /* packets the programs looked at */
@@ -47,6 +48,8 @@ static __always_inline void count(enum counter c)
 	__u32 key = c;
 	__u64 *v;
 
+	if (cfg_steps < STEP_COUNTERS)
+		return;
 	v = bpf_map_lookup_elem(&counters, &key);
 	if (v)
 		*v += 1;

@@ -107,8 +107,8 @@ __noinline int evict_flow(__u64 now)
 		timeout = key->proto == IPPROTO_TCP ? cfg_tcp_flow_timeout_ns :
 						      cfg_other_flow_timeout_ns;
 		if (fs->dir[0].min_rtt || fs->dir[1].min_rtt) {
-			if (now <= fs->last_seen ||
-			    now - fs->last_seen <= timeout)
+			if (now <= flow_last_seen(fs) ||
+			    now - flow_last_seen(fs) <= timeout)
 				continue;
 		}
 		if (cfg_flow_summary)

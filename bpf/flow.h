@@ -6,29 +6,47 @@
 #include "tuple.h"
 
 /* State of one direction: the packets this side sends, the timestamps taken
- * on them, and the RTTs their replies gave. */
+ * on them, and the RTTs their replies gave. A packet writes only the half of
+ * its sender (what one side receives is what the other sends), so the two
+ * directions, often handled on two CPUs, do not take each other's cache
+ * lines away on every packet. The fields written per packet come first,
+ * those written per sample after them. */
 struct flow_dir_state {
-	__u64 last_timestamp; /* time of the last timestamp attempt */
-	__u64 min_rtt;
-	__u64 srtt;
 	__u64 sent_pkts;
 	__u64 sent_bytes;
-	__u64 rec_pkts;
-	__u64 rec_bytes;
+	__u64 last_seen; /* time of this side's last packet */
+	__u64 last_timestamp; /* time of the last timestamp attempt */
 	__u32 last_id; /* newest identifier seen in this direction */
-	__u32 outstanding; /* timestamps not yet matched (approximate) */
 	__u8 has_last_id;
 	__u8 fin_seen;
-	__u8 reserved[6];
+	__u8 local_dst; /* enum local_dst: its packets are for this host */
+	__u8 reserved;
+	__u64 min_rtt;
+	__u64 srtt;
+	__u32 outstanding; /* timestamps not yet matched (approximate) */
+	__u32 reserved2;
+};
+
+enum local_dst {
+	LOCAL_DST_UNKNOWN = 0, /* not asked yet */
+	LOCAL_DST_NO = 1,
+	LOCAL_DST_YES = 2,
 };
 
 struct flow_state {
 	struct flow_dir_state dir[2]; /* [0]: sent by key.saddr */
-	__u64 last_seen;
 	__u8 opener; /* index of the side that opened it */
 	__u8 closing_sent; /* a closing event was reported */
 	__u8 reserved[6];
 };
+
+/* Time of the flow's last packet, either direction. */
+static __always_inline __u64 flow_last_seen(const struct flow_state *fs)
+{
+	__u64 a = fs->dir[0].last_seen, b = fs->dir[1].last_seen;
+
+	return a > b ? a : b;
+}
 
 #define SIDE_MASK 1
 /* Both endpoints are the same (e.g. ping 127.0.0.1): both directions then

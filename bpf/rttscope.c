@@ -82,13 +82,36 @@ static __always_inline bool is_local_destination(void *ctx,
 	       ret == BPF_FIB_LKUP_RET_FWD_DISABLED;
 }
 
+/* The packet's time. Live, the clock is read on first use only: most
+ * packets (no new identifier, no reply to a timestamp) never need it, and a
+ * clock read is a good part of a packet's cost, more so in a VM. Replay
+ * hands every packet its capture time up front. */
+static __always_inline __u64 packet_time(struct packet_info *p)
+{
+	if (!cfg_replay && !p->time)
+		p->time = bpf_ktime_get_ns();
+	return p->time;
+}
+
+/* Whether the packets of the sender's direction are for this host. Asked
+ * once per flow direction: routing gives every packet of a direction the
+ * same answer, and a FIB lookup is a walk of the routing tables. */
+static __always_inline bool is_local_direction(void *ctx, struct packet_info *p,
+					       struct flow_dir_state *snd)
+{
+	if (snd->local_dst == LOCAL_DST_UNKNOWN)
+		snd->local_dst = is_local_destination(ctx, p) ? LOCAL_DST_YES :
+								LOCAL_DST_NO;
+	return snd->local_dst == LOCAL_DST_YES;
+}
+
 static __always_inline void send_flow_event(struct packet_info *p,
 					    struct flow_state *fs, __u32 side,
 					    __u8 type, __u8 reason)
 {
 	struct flow_event *e;
 
-	if (cfg_aggregate)
+	if (cfg_aggregate || cfg_steps < STEP_EVENTS)
 		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -97,7 +120,7 @@ static __always_inline void send_flow_event(struct packet_info *p,
 	}
 	e->event_type = EVENT_TYPE_FLOW;
 	e->ifindex = p->ifindex;
-	e->timestamp = p->time;
+	e->timestamp = packet_time(p);
 	/* Flow events always name the flow in the opener's direction. */
 	if (side == fs->opener) {
 		e->flow = p->pid.flow;
@@ -114,11 +137,16 @@ static __always_inline void send_flow_event(struct packet_info *p,
 	count(COUNTER_FLOW_EVENTS);
 }
 
-static __always_inline void
-send_rtt_event(struct packet_info *p, struct flow_dir_state *orig, __u64 rtt)
+/* orig sent the timestamped packet, rec (the reply's sender) received it. */
+static __always_inline void send_rtt_event(struct packet_info *p,
+					   struct flow_dir_state *orig,
+					   struct flow_dir_state *rec,
+					   __u64 rtt)
 {
 	struct rtt_event *e;
 
+	if (cfg_steps < STEP_EVENTS)
+		return;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(COUNTER_RINGBUF_FULL);
@@ -135,8 +163,8 @@ send_rtt_event(struct packet_info *p, struct flow_dir_state *orig, __u64 rtt)
 	e->srtt = orig->srtt;
 	e->sent_pkts = orig->sent_pkts;
 	e->sent_bytes = orig->sent_bytes;
-	e->rec_pkts = orig->rec_pkts;
-	e->rec_bytes = orig->rec_bytes;
+	e->rec_pkts = rec->sent_pkts;
+	e->rec_bytes = rec->sent_bytes;
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_RTT_EVENTS);
 }
@@ -163,6 +191,7 @@ static __always_inline struct flow_state *get_flow(struct packet_info *p,
 	init = bpf_map_lookup_elem(&flow_zero, &zero);
 	if (!init)
 		return NULL;
+	packet_time(p);
 	ret = bpf_map_update_elem(&flow_map, key, init, BPF_NOEXIST);
 	/* Full: replace an unanswered or idle flow. Twice, since another
 	 * CPU may take the freed element first. */
@@ -179,7 +208,7 @@ static __always_inline struct flow_state *get_flow(struct packet_info *p,
 	/* Set before any other CPU can act on it: only the creator gets
 	 * here, and others only read opener for event naming. */
 	fs->opener = side;
-	fs->last_seen = p->time;
+	fs->dir[side].last_seen = p->time;
 	count(COUNTER_FLOWS_CREATED);
 	remember_flow(key);
 	summary_open(key, p->time);
@@ -222,9 +251,12 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 	snd->last_id = p->pid.identifier;
 	snd->has_last_id = 1;
 
-	if (cfg_local_filter && !p->is_egress && is_local_destination(ctx, p))
+	if (!new_flow && is_rate_limited(packet_time(p), snd))
 		return;
-	if (!new_flow && is_rate_limited(p->time, snd))
+	/* After the rate limit, which turns most candidates away (either
+	 * order skips the same packets). */
+	if (cfg_local_filter && cfg_steps >= STEP_LOCAL && !p->is_egress &&
+	    is_local_direction(ctx, p, snd))
 		return;
 	/* Counts as an attempt even when the map is full, so heavy flows do
 	 * not crowd sparse ones out of freed slots. */
@@ -246,6 +278,7 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 static __always_inline void match_packet(struct packet_info *p,
 					 struct network_tuple *key,
 					 struct flow_dir_state *orig,
+					 struct flow_dir_state *snd,
 					 __u32 orig_side)
 {
 	struct packet_id rid = {};
@@ -260,6 +293,7 @@ static __always_inline void match_packet(struct packet_info *p,
 	if (!ts)
 		return;
 	sent = *ts;
+	packet_time(p);
 	/* Whoever deletes the entry owns the sample: each identifier is
 	 * matched at most once, even with both hooks on different CPUs. */
 	if (bpf_map_delete_elem(&ts_map, &rid) != 0)
@@ -273,11 +307,13 @@ static __always_inline void match_packet(struct packet_info *p,
 	if (!orig->min_rtt || rtt < orig->min_rtt)
 		orig->min_rtt = rtt;
 	orig->srtt = update_srtt(orig->srtt, rtt);
+	if (cfg_steps < STEP_EVENTS)
+		return;
 	summary_add(key, orig_side, rtt);
 	if (cfg_aggregate)
 		agg_add_rtt(p, rtt);
 	else
-		send_rtt_event(p, orig, rtt);
+		send_rtt_event(p, orig, snd, rtt);
 }
 
 static __always_inline void close_flow(struct packet_info *p,
@@ -300,7 +336,7 @@ static __always_inline void close_flow(struct packet_info *p,
 				p->event_reason);
 	}
 	if (remove)
-		summary_emit(key, fs, p->time, p->event_reason);
+		summary_emit(key, fs, packet_time(p), p->event_reason);
 	if (remove && bpf_map_delete_elem(&flow_map, key) == 0)
 		count(COUNTER_FLOWS_DELETED);
 }
@@ -323,9 +359,9 @@ static __always_inline void handle_packet(void *ctx,
 	p.is_egress = is_egress;
 	p.ifindex = pctx->ifindex;
 	ret = parse_packet(pctx, &p);
-	if (cfg_aggregate && p.l3_valid)
+	if (cfg_aggregate && cfg_steps >= STEP_EVENTS && p.l3_valid)
 		agg_count_packet(&p);
-	if (ret < 0)
+	if (ret < 0 || cfg_steps < STEP_FLOW)
 		return;
 
 	side = canonical_tuple(&p.pid.flow, &key);
@@ -339,15 +375,19 @@ static __always_inline void handle_packet(void *ctx,
 	 * an srtt step; the timestamp map itself stays exact. */
 	snd = &fs->dir[side];
 	orig = self ? snd : &fs->dir[side ^ 1];
-	fs->last_seen = now;
 	snd->sent_pkts++;
 	snd->sent_bytes += p.l3_len;
-	orig->rec_pkts++;
-	orig->rec_bytes += p.l3_len;
-
-	timestamp_packet(ctx, &p, snd, new_flow);
-	match_packet(&p, &key, orig, self ? side : side ^ 1);
-	close_flow(&p, &key, fs, side);
+	if (cfg_steps >= STEP_TIMESTAMP) {
+		timestamp_packet(ctx, &p, snd, new_flow);
+		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
+	}
+	/* Live, only packets that needed the clock refresh it: each new
+	 * identifier does, so an active flow's last_seen lags by at most one
+	 * tick of its timestamp clock, nothing next to the flow timeouts. */
+	if (p.time)
+		snd->last_seen = p.time;
+	if (cfg_steps >= STEP_TIMESTAMP)
+		close_flow(&p, &key, fs, side);
 }
 
 static __always_inline bool is_l3_iface(__u32 ifindex)
@@ -364,7 +404,7 @@ static __always_inline void handle_tc(struct __sk_buff *skb, bool is_egress)
 		.ifindex = skb->ifindex,
 		.l3_proto = bpf_ntohs(skb->protocol),
 	};
-	__u64 now;
+	__u64 now = 0; /* live: read when needed (packet_time) */
 
 	if (cfg_have_l3_ifaces)
 		pctx.l3_only = is_l3_iface(skb->ifindex);
@@ -372,8 +412,6 @@ static __always_inline void handle_tc(struct __sk_buff *skb, bool is_egress)
 		/* BPF_PROG_TEST_RUN hands the capture time in tstamp. */
 		now = skb->tstamp;
 		replay_now = now;
-	} else {
-		now = bpf_ktime_get_ns();
 	}
 	handle_packet(skb, &pctx, is_egress, now);
 }
@@ -415,7 +453,10 @@ int rttscope_xdp_ingress(struct xdp_md *ctx)
 				version == 6 ? ETH_P_IPV6 :
 					       0;
 	}
-	handle_packet(ctx, &pctx, false, bpf_ktime_get_ns());
+	/* Live the clock is read when needed (packet_time); the BPF unit
+	 * tests also run this program with the replay objects, where it
+	 * keeps taking its time from the clock. */
+	handle_packet(ctx, &pctx, false, cfg_replay ? bpf_ktime_get_ns() : 0);
 	return XDP_PASS;
 }
 

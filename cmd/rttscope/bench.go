@@ -29,6 +29,11 @@ program, and record the numbers (nothing is asserted):
             attached (TCX egress and ingress) to the middlebox's
             server-facing interface; with bpf_stats on: ns/packet =
             delta run_time_ns / delta run_cnt, plus packets/s and Mbit/s.
+  steps     the live transfer with the rttscope programs cut after each
+            step of the data path (parse, flow, timestamp, local, events,
+            counters), interleaved with the empty program: what each step
+            adds per packet; with --compare-bin OLD, OLD's monitor against
+            this binary's (paired ratio, 95% confidence interval).
   events    how many RTT events user space consumes: per-sample programs
             fed data/ACK pairs with BPF_PROG_TEST_RUN, the monitor's
             reader path (ring buffer read, decode, jsonl) draining them.
@@ -63,7 +68,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Record the per-packet cost of the BPF programs (TEST_RUN and live traffic)",
 		Long:  benchLong,
-		Example: `  sudo rttscope bench                       # about 6 minutes, results in bench/results/
+		Example: `  sudo rttscope bench                       # about 10 minutes, results in bench/results/
   sudo rttscope bench --only load,events --load-reps 5 --load-duration 5s
   sudo rttscope bench --reps 9 --duration 5s
   sudo rttscope bench --only test_run --repeat 5000000`,
@@ -95,19 +100,21 @@ func newBenchCmd() *cobra.Command {
 				o.LoadTCPRate = r / 8
 			}
 			if only != "" && only != "all" {
-				o.TestRun, o.Live, o.Load, o.Events = false, false, false, false
+				o.TestRun, o.Live, o.Steps, o.Load, o.Events = false, false, false, false, false
 				for _, p := range strings.Split(only, ",") {
 					switch strings.TrimSpace(p) {
 					case "test_run", "testrun":
 						o.TestRun = true
 					case "live":
 						o.Live = true
+					case "steps":
+						o.Steps = true
 					case "load":
 						o.Load = true
 					case "events":
 						o.Events = true
 					default:
-						return usageError{fmt.Sprintf("invalid --only %q (want all, or a comma-separated list of test_run, live, events, load)", only)}
+						return usageError{fmt.Sprintf("invalid --only %q (want all, or a comma-separated list of test_run, live, steps, events, load)", only)}
 					}
 				}
 			}
@@ -138,7 +145,9 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&path, "path", def.Path.String(), "live: lab path DELAY[/RETURN_DELAY][@RATE] between middlebox and server")
 	f.StringVar(&pacing, "pacing", lab.FormatRate(def.Pacing), "live: pace the bulk transfer to this rate (e.g. 200mbit); 0 or unlimited = as fast as TCP goes (saturates the lab's delay line: loss)")
 	f.BoolVar(&o.NoLiveBaseline, "no-baseline", false, "live: skip the windows with no program attached")
-	f.StringVar(&only, "only", "all", "run only these phases: comma-separated test_run, live, events, load")
+	f.StringVar(&only, "only", "all", "run only these phases: comma-separated test_run, live, steps, events, load")
+	f.StringVar(&o.CompareMode, "compare-mode", "", "steps: monitor mode of both builds with --compare-bin: sampled (default), per-sample or aggregated")
+	f.StringVar(&o.CompareBinary, "compare-bin", "", "steps: instead of cutting the data path, compare the monitor of this rttscope binary (an earlier build) with this one's, interleaved")
 	f.IntVar(&o.LoadReps, "load-reps", def.LoadReps, "load: repetitions of every mode per scenario (interleaved)")
 	f.DurationVar(&o.LoadDuration, "load-duration", def.LoadDuration, "load: measured time per window")
 	f.DurationVar(&o.LoadWarmup, "load-warmup", def.LoadWarmup, "load: time between the monitor attaching and the window's first reading")

@@ -41,6 +41,14 @@ type Options struct {
 	Path             lab.PathSpec // the lab path of the live phase
 	Pacing           uint64       // bulk transfer pacing in bit/s; 0 = as fast as TCP goes
 	TestRun, Live    bool         // phases to run
+	// Steps runs the steps phase (steps.go): the live traffic with the
+	// data path cut after each step, or with CompareBinary, the monitor
+	// of that binary against this one's.
+	Steps         bool
+	CompareBinary string
+	// CompareMode is the monitor mode of both builds (ModeSampled when
+	// empty; ModePerSample, ModeAggregated).
+	CompareMode string
 	// NoLiveBaseline skips the live windows without any program.
 	NoLiveBaseline bool
 
@@ -91,6 +99,7 @@ func DefaultOptions() Options {
 		Pacing:   500_000_000,
 		TestRun:  true,
 		Live:     true,
+		Steps:    true,
 
 		Load:          true,
 		LoadReps:      3,
@@ -117,9 +126,9 @@ func (o *Options) validate() error {
 		return fmt.Errorf("repeat must be between 1 and 1e8, got %d", o.Repeat)
 	case o.Pairs < 0:
 		return fmt.Errorf("pairs must be >= 0, got %d", o.Pairs)
-	case o.Live && o.Duration < 100*time.Millisecond:
+	case (o.Live || o.Steps) && o.Duration < 100*time.Millisecond:
 		return fmt.Errorf("duration must be >= 100ms, got %v", o.Duration)
-	case o.Live && o.Warmup < 0:
+	case (o.Live || o.Steps) && o.Warmup < 0:
 		return fmt.Errorf("warm-up must be >= 0, got %v", o.Warmup)
 	case o.Load && (o.LoadReps < 1 || o.LoadDuration < 100*time.Millisecond || o.LoadWarmup < 0):
 		return fmt.Errorf("load: reps must be >= 1, duration >= 100ms, warm-up >= 0")
@@ -129,8 +138,10 @@ func (o *Options) validate() error {
 		return errors.New("load: write size, UDP payload (<= 1472) and UDP senders must be >= 1")
 	case o.Events && (o.EventsBurst < 1000 || o.EventsBurst > 8_000_000 || o.EventsDuration < 100*time.Millisecond):
 		return errors.New("events: burst must be between 1000 and 8e6, duration >= 100ms")
-	case !o.TestRun && !o.Live && !o.Load && !o.Events:
-		return errors.New("nothing to run: enable at least one phase (test_run, live, load, events)")
+	case o.CompareMode != "" && o.CompareMode != ModeSampled && o.CompareMode != ModePerSample && o.CompareMode != ModeAggregated:
+		return fmt.Errorf("compare mode must be %s, %s or %s, got %q", ModeSampled, ModePerSample, ModeAggregated, o.CompareMode)
+	case !o.TestRun && !o.Live && !o.Steps && !o.Load && !o.Events:
+		return errors.New("nothing to run: enable at least one phase (test_run, live, steps, load, events)")
 	}
 	for _, n := range o.LoadFlows {
 		if o.Load && (n < 1 || n > 60000) {
@@ -177,21 +188,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Started: start.UTC(),
 		Machine: CollectMachine(start),
 		Settings: Settings{
-			Reps:         o.Reps,
-			Repeat:       o.Repeat,
-			Pairs:        o.Pairs,
-			Warmup:       o.Warmup.String(),
-			Duration:     o.Duration.String(),
-			Path:         o.Path.String(),
-			Pacing:       lab.FormatRate(o.Pacing),
-			Attach:       "TCX egress + TCX ingress",
-			BPFConfig:    bpfConfigText(),
-			TestRunPhase: o.TestRun,
-			LivePhase:    o.Live,
-			LoadPhase:    o.Load,
-			EventsPhase:  o.Events,
+			Reps:          o.Reps,
+			Repeat:        o.Repeat,
+			Pairs:         o.Pairs,
+			Warmup:        o.Warmup.String(),
+			Duration:      o.Duration.String(),
+			Path:          o.Path.String(),
+			Pacing:        lab.FormatRate(o.Pacing),
+			Attach:        "TCX egress + TCX ingress",
+			BPFConfig:     bpfConfigText(),
+			TestRunPhase:  o.TestRun,
+			LivePhase:     o.Live,
+			LoadPhase:     o.Load,
+			StepsPhase:    o.Steps,
+			CompareBinary: o.CompareBinary,
+			CompareMode:   o.CompareMode,
+			EventsPhase:   o.Events,
 			Order: "test_run: per rep and packet, the programs in rotated order (empty, egress, ingress; then egress, ingress, empty; ...); " +
-				"live: per rep none, empty, rttscope, reversed on every other rep",
+				"live and steps: the configurations once per rep, rotated by one every two reps and reversed on every other rep",
 		},
 		Checks: map[string]uint64{},
 	}
@@ -208,6 +222,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("live: %w", err)
 		}
 		liveChecks(res)
+	}
+	if o.Steps {
+		if err := runSteps(ctx, &o, res); err != nil {
+			return nil, fmt.Errorf("steps: %w", err)
+		}
 	}
 	if o.Events {
 		if err := runEvents(ctx, &o, res); err != nil {

@@ -78,6 +78,8 @@ type LiveWindow struct {
 
 type liveBench struct {
 	o      *Options
+	group  string // GroupLive or GroupSteps
+	none   bool   // windows without a program are part of the run
 	lab    *lab.Lab
 	ifname string
 	ifidx  int
@@ -101,7 +103,17 @@ type snapshot struct {
 // of each configuration attached in turn to the middlebox's
 // server-facing interface.
 func runLive(ctx context.Context, o *Options, res *Result) (err error) {
-	o.progress("live: building the lab (path %s)", o.Path)
+	progs := []string{ProgNone, ProgEmpty, ProgRttscope}
+	if o.NoLiveBaseline {
+		progs = progs[1:]
+	}
+	return runLiveWindows(ctx, o, res, GroupLive, progs)
+}
+
+// runLiveWindows builds the lab and measures each configuration of progs
+// once per rep, in rotated order, recording the series under group.
+func runLiveWindows(ctx context.Context, o *Options, res *Result, group string, progs []string) (err error) {
+	o.progress("%s: building the lab (path %s)", group, o.Path)
 	l, err := lab.New(ctx, lab.Config{Prefix: labPrefix, Paths: []lab.PathSpec{o.Path}})
 	if err != nil {
 		return err
@@ -111,7 +123,8 @@ func runLive(ctx context.Context, o *Options, res *Result) (err error) {
 			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
 		}
 	}()
-	lb := &liveBench{o: o, lab: l, ifname: l.MiddleboxServerIf[0]}
+	lb := &liveBench{o: o, group: group, lab: l, ifname: l.MiddleboxServerIf[0]}
+	lb.none = len(progs) > 0 && progs[0] == ProgNone
 	res.Settings.DelayMethod = l.DelayMethod
 	res.Settings.LiveInterface = l.Middlebox.Name + "/" + lb.ifname
 	if err := nsrun.Named(l.Middlebox.Name, func() error {
@@ -145,16 +158,14 @@ func runLive(ctx context.Context, o *Options, res *Result) (err error) {
 		}
 	}()
 	res.Settings.StatsMethod = method
-	o.progress("live: bpf_stats on via %s", method)
+	o.progress("%s: bpf_stats on via %s", group, method)
 
-	progs := []string{ProgNone, ProgEmpty, ProgRttscope}
-	if o.NoLiveBaseline {
-		progs = progs[1:]
-	}
 	for rep := 0; rep < o.Reps; rep++ {
-		order := progs
+		// Rotated, and reversed on every other rep, so that no
+		// configuration always follows the same one.
+		order := rotated(progs, rep/2)
 		if rep%2 == 1 {
-			order = reversed(progs)
+			order = reversed(order)
 		}
 		for _, prog := range order {
 			if err := ctx.Err(); err != nil {
@@ -166,10 +177,18 @@ func runLive(ctx context.Context, o *Options, res *Result) (err error) {
 			}
 			res.Windows = append(res.Windows, w)
 			lb.record(res, w)
-			o.progress("live: rep %d/%d %-8s %s", rep+1, o.Reps, prog, w.brief())
+			o.progress("%s: rep %d/%d %-9s %s", group, rep+1, o.Reps, prog, w.brief())
 		}
 	}
 	return nil
+}
+
+func rotated[T any](s []T, n int) []T {
+	if len(s) == 0 {
+		return s
+	}
+	n %= len(s)
+	return append(append([]T{}, s[n:]...), s[:n]...)
 }
 
 func reversed[T any](s []T) []T {
@@ -207,7 +226,7 @@ func (w *LiveWindow) brief() string {
 // record turns a window into series values.
 func (lb *liveBench) record(res *Result, w LiveWindow) {
 	id := func(prog, hook, metric string) string {
-		return (&Series{Group: GroupLive, Case: CaseTCPBulk, Program: prog, Hook: hook, Metric: metric}).ID()
+		return (&Series{Group: lb.group, Case: CaseTCPBulk, Program: prog, Hook: hook, Metric: metric}).ID()
 	}
 	mode := fmt.Sprintf("%v after %v warm-up", lb.o.Duration, lb.o.Warmup)
 	for _, h := range []struct {
@@ -216,20 +235,20 @@ func (lb *liveBench) record(res *Result, w LiveWindow) {
 		pkts uint64
 	}{{"egress", w.Egress, w.IfTxPackets}, {"ingress", w.Ingress, w.IfRxPackets}} {
 		if w.Program != ProgNone {
-			s := res.series(GroupLive, CaseTCPBulk, w.Program, h.hook, MetricNsPerPacket, "ns", "bpf_stats, "+mode)
-			if w.Program != ProgEmpty {
-				s.Baseline = id(ProgEmpty, h.hook, MetricNsPerPacket)
+			s := res.series(lb.group, CaseTCPBulk, w.Program, h.hook, MetricNsPerPacket, "ns", "bpf_stats, "+mode)
+			if b := baselineOf(w.Program); b != "" {
+				s.Baseline = id(b, h.hook, MetricNsPerPacket)
 			}
 			s.Add(h.c.nsPerPacket())
 		}
-		s := res.series(GroupLive, CaseTCPBulk, w.Program, h.hook, MetricPacketsPerS, "packets/s", "interface counters, "+mode)
-		if w.Program != ProgNone && !lb.o.NoLiveBaseline {
+		s := res.series(lb.group, CaseTCPBulk, w.Program, h.hook, MetricPacketsPerS, "packets/s", "interface counters, "+mode)
+		if w.Program != ProgNone && lb.none {
 			s.Baseline = id(ProgNone, h.hook, MetricPacketsPerS)
 		}
 		s.Add(float64(h.pkts) / w.Seconds)
 	}
-	s := res.series(GroupLive, CaseTCPBulk, w.Program, "", MetricThroughput, "Mbit/s", "bytes received by the sink, "+mode)
-	if w.Program != ProgNone && !lb.o.NoLiveBaseline {
+	s := res.series(lb.group, CaseTCPBulk, w.Program, "", MetricThroughput, "Mbit/s", "bytes received by the sink, "+mode)
+	if w.Program != ProgNone && lb.none {
 		s.Baseline = id(ProgNone, "", MetricThroughput)
 	}
 	s.Add(float64(w.SinkBytes) * 8 / w.Seconds / 1e6)
@@ -243,6 +262,7 @@ type attached struct {
 	eg, in *ebpf.Program // nil for ProgNone
 	stop   func() error
 	mon    *countWriter
+	owned  bool // eg and in are references of our own (found by ID)
 }
 
 func (lb *liveBench) attachEmpty() (*attached, error) {
@@ -274,7 +294,7 @@ func (lb *liveBench) attachEmpty() (*attached, error) {
 // attachRttscope runs the monitor itself on the interface (TCX egress and
 // ingress, default configuration), its output counted and discarded, and
 // finds the programs it attached.
-func (lb *liveBench) attachRttscope(ctx context.Context) (*attached, error) {
+func (lb *liveBench) attachRttscope(ctx context.Context, cfg loader.Config) (*attached, error) {
 	mctx, cancel := context.WithCancel(ctx)
 	cw := &countWriter{}
 	log := &testutil.Buffer{}
@@ -285,7 +305,7 @@ func (lb *liveBench) attachRttscope(ctx context.Context) (*attached, error) {
 			Interfaces:      []string{lb.ifname},
 			Netns:           lb.lab.Middlebox.Name,
 			Attach:          loader.AttachOptions{IngressHook: loader.IngressTC, TCMode: loader.TCModeTCX},
-			BPF:             loader.DefaultConfig(),
+			BPF:             cfg,
 			CleanupInterval: time.Second,
 			Output:          cw,
 			Log:             log,
@@ -318,7 +338,7 @@ func (lb *liveBench) attachRttscope(ctx context.Context) (*attached, error) {
 		_ = stop() // interrupted: ctx.Err() is the one to report
 		return nil, ctx.Err()
 	}
-	a := &attached{stop: stop, mon: cw}
+	a := &attached{stop: stop, mon: cw, owned: true}
 	err := nsrun.Named(lb.lab.Middlebox.Name, func() error {
 		var err error
 		if a.eg, err = findProgram(lb.ifidx, ebpf.AttachTCXEgress); err != nil {
@@ -342,7 +362,7 @@ func (a *attached) close() error {
 	}
 	// Programs found by ID are our own references; the empty ones belong
 	// to the liveBench.
-	if a.mon != nil {
+	if a.owned {
 		for _, p := range []*ebpf.Program{a.eg, a.in} {
 			if p != nil {
 				p.Close()
@@ -421,10 +441,23 @@ func (lb *liveBench) window(ctx context.Context, rep int, prog string) (w LiveWi
 	w = LiveWindow{Rep: rep, Seq: lb.seq, Program: prog}
 	a := &attached{}
 	switch prog {
+	case ProgNone:
 	case ProgEmpty:
 		a, err = lb.attachEmpty()
 	case ProgRttscope:
-		a, err = lb.attachRttscope(ctx)
+		a, err = lb.attachRttscope(ctx, loader.DefaultConfig())
+	case ProgPrev:
+		a, err = lb.attachBinary(ctx, lb.o.CompareBinary)
+	case ProgCur:
+		a, err = lb.attachBinary(ctx, "")
+	default:
+		step, ok := stepOf(prog)
+		if !ok {
+			return w, fmt.Errorf("unknown configuration %q", prog)
+		}
+		cfg := loader.DefaultConfig()
+		cfg.Steps = step
+		a, err = lb.attachRttscope(ctx, cfg)
 	}
 	if err != nil {
 		return w, err

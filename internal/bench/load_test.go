@@ -90,8 +90,8 @@ func synthLoad(none, agg []float64, drain float64) *Result {
 
 func TestTargets(t *testing.T) {
 	r := synthLoad([]float64{1000, 1000, 1000}, []float64{980, 990, 985}, 2e6)
-	if len(r.Targets) != 2 {
-		t.Fatalf("%d targets, want 2", len(r.Targets))
+	if len(r.Targets) != 5 {
+		t.Fatalf("%d targets, want 5", len(r.Targets))
 	}
 	agg, ev := r.Targets[0], r.Targets[1]
 	if agg.Met == nil || !*agg.Met || math.Abs(agg.Value-1.5) > 1e-6 {
@@ -128,8 +128,43 @@ func TestTargets(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, buf.String())
 		}
 	}
-	if r := (&Result{}); len(evaluateTargets(r)) != 2 || evaluateTargets(r)[0].Met != nil {
+	if r := (&Result{}); len(evaluateTargets(r)) != 5 || evaluateTargets(r)[0].Met != nil || evaluateTargets(r)[4].Met != nil {
 		t.Error("targets of an empty result must be 'not measured'")
+	}
+}
+
+func TestCostTargets(t *testing.T) {
+	r := &Result{Checks: map[string]uint64{}}
+	add := func(group, cas, prog, hook string, base string, vals ...float64) {
+		s := r.series(group, cas, prog, hook, MetricNsPerPacket, "ns", "")
+		if base != "" {
+			s.Baseline = seriesID(group, cas, base, hook, MetricNsPerPacket)
+		}
+		for _, v := range vals {
+			s.Add(v)
+		}
+	}
+	add(GroupLive, CaseTCPBulk, ProgEmpty, "egress", "", 100, 100, 100)
+	add(GroupLive, CaseTCPBulk, ProgEmpty, "ingress", "", 100, 100, 100)
+	add(GroupLive, CaseTCPBulk, ProgRttscope, "egress", ProgEmpty, 190, 200, 210)
+	add(GroupLive, CaseTCPBulk, ProgRttscope, "ingress", ProgEmpty, 300, 300, 300)
+	sc := tcpScenario(1)
+	add(GroupLoad, sc, ModePerSample, "egress", "", 200, 200, 200)
+	add(GroupLoad, sc, ModeAggregated, "egress", "", 210, 210, 210)
+	add(GroupLoad, sc, ModePerSample, "ingress", "", 200, 200, 200)
+	add(GroupLoad, sc, ModeAggregated, "ingress", "", 240, 240, 240)
+	r.Finalize()
+	ts := costTargets(r)
+	if len(ts) != 3 {
+		t.Fatalf("%d cost targets, want 3", len(ts))
+	}
+	for i, want := range []bool{true, false, false} {
+		if ts[i].Met == nil || *ts[i].Met != want {
+			t.Errorf("%s: met %v, want %v (%s)", ts[i].Name, ts[i].Met, want, ts[i].Measured)
+		}
+	}
+	if math.Abs(ts[2].Value-1.2) > 1e-9 {
+		t.Errorf("aggregated vs per-sample = %v, want the worse hook's 1.2", ts[2].Value)
 	}
 }
 

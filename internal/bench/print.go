@@ -67,6 +67,9 @@ func PrintSummary(w io.Writer, r *Result) error {
 		fmt.Fprintln(w, "(live ns/pkt = delta run_time_ns / delta run_cnt: the empty and rttscope rows carry the same accounting bias, so the +delta is rttscope's own cost;")
 		fmt.Fprintln(w, " pkt/s and Mbit/s of the programs compare with none; per-window CPU busy/steal and counters are in the JSON)")
 	}
+	if err := printSteps(w, r); err != nil {
+		return err
+	}
 	if err := printEvents(w, r); err != nil {
 		return err
 	}

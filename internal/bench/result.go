@@ -70,6 +70,12 @@ type Compare struct {
 	// PairedRatio is the median over repetitions of value / baseline
 	// value of the same repetition (they ran next to each other).
 	PairedRatio *float64 `json:"paired_ratio,omitempty"`
+	// Geo is the geometric mean of the paired ratios, CILow and CIHigh
+	// its 95 % confidence interval (RatioCI); absent with fewer than
+	// two pairs.
+	Geo    *float64 `json:"paired_geomean,omitempty"`
+	CILow  *float64 `json:"paired_ci95_low,omitempty"`
+	CIHigh *float64 `json:"paired_ci95_high,omitempty"`
 }
 
 // ID identifies a series inside one result.
@@ -149,6 +155,10 @@ type Settings struct {
 	LivePhase     bool   `json:"live"`
 	LiveInterface string `json:"live_interface,omitempty"`
 	LoadPhase     bool   `json:"load"`
+	StepsPhase    bool   `json:"steps"`
+	// CompareBinary is the previous build the steps phase compared with.
+	CompareBinary string `json:"compare_binary,omitempty"`
+	CompareMode   string `json:"compare_mode,omitempty"`
 	EventsPhase   bool   `json:"events"`
 	// Load and Events are the settings of those phases when they ran.
 	Load   *LoadSettings   `json:"load_settings,omitempty"`
@@ -201,6 +211,9 @@ func (r *Result) Finalize() {
 		if pr := PairedRatios(s.Values, b.Values); len(pr) > 0 && s.Missing == 0 && b.Missing == 0 {
 			m := Median(pr)
 			c.PairedRatio = &m
+			if g, lo, hi, ok := RatioCI(pr); ok {
+				c.Geo, c.CILow, c.CIHigh = &g, &lo, &hi
+			}
 		}
 		s.Compare = c
 	}

@@ -131,7 +131,87 @@ func evaluateTargets(r *Result) []Target {
 		t2.Measured = "not measured (events phase off)"
 	}
 	out = append(out, t2)
-	return out
+	return append(out, costTargets(r)...)
+}
+
+// Per-packet cost targets (issue #15), on the live TCP bulk transfer
+// (TSO/GRO on, default settings) and the load phase.
+const (
+	TargetEgressCost   = "egress-ns-per-packet-vs-empty"
+	TargetIngressCost  = "ingress-ns-per-packet-vs-empty"
+	TargetAggVsSample  = "aggregated-vs-per-sample-ns-per-packet"
+	targetEgressRatio  = 2.0
+	targetIngressRatio = 2.5
+	targetAggVsSample  = 1.10
+)
+
+// costTargets reports rttscope's ns/packet against the empty program's on
+// the same hook (live phase, else the steps phase's whole program), and
+// aggregated mode's against per-sample mode's in the load phase.
+func costTargets(r *Result) []Target {
+	var out []Target
+	for _, h := range []struct {
+		name, hook string
+		limit      float64
+	}{{TargetEgressCost, "egress", targetEgressRatio}, {TargetIngressCost, "ingress", targetIngressRatio}} {
+		t := Target{Name: h.name, Limit: h.limit, Unit: "x empty",
+			Goal: fmt.Sprintf("%s costs at most %.1fx the empty program's ns/packet (live TCP bulk, default settings)", h.hook, h.limit)}
+		s := r.Lookup(seriesID(GroupLive, CaseTCPBulk, ProgRttscope, h.hook, MetricNsPerPacket))
+		if s == nil || s.Compare == nil {
+			s = r.Lookup(seriesID(GroupSteps, CaseTCPBulk, "counters", h.hook, MetricNsPerPacket))
+		}
+		if s != nil && s.Compare != nil {
+			ratio, how := s.Compare.Ratio, "ratio of medians"
+			if c := s.Compare; c.Geo != nil {
+				ratio, how = *c.Geo, fmt.Sprintf("geometric mean of per-rep paired ratios, 95%% CI %.2f-%.2f", *c.CILow, *c.CIHigh)
+			}
+			t.Value = ratio
+			t.Met = boolp(ratio <= h.limit)
+			t.Measured = fmt.Sprintf("%s %.1f ns/packet (median) = x%.2f the empty program (%s; %s)", s.Group, s.Summary.Median, ratio, how, s.Mode)
+		} else {
+			t.Measured = "not measured (no live or steps phase)"
+		}
+		out = append(out, t)
+	}
+	t := Target{Name: TargetAggVsSample, Limit: targetAggVsSample, Unit: "x per-sample",
+		Goal: "aggregated mode costs at most 10% more ns/packet than per-sample mode (load phase, both hooks)"}
+	t.Measured = "not measured (no load scenario)"
+	for _, sc := range r.cases(GroupLoad) {
+		var parts []string
+		worst := 0.0
+		for _, hook := range []string{"egress", "ingress"} {
+			a := r.Lookup(seriesID(GroupLoad, sc, ModeAggregated, hook, MetricNsPerPacket))
+			p := r.Lookup(seriesID(GroupLoad, sc, ModePerSample, hook, MetricNsPerPacket))
+			if a == nil || p == nil || a.Summary.N == 0 || p.Summary.N == 0 {
+				continue
+			}
+			ratio, ok := Ratio(a.Summary.Median, p.Summary.Median)
+			if pr := PairedRatios(a.Values, p.Values); len(pr) > 0 && a.Missing == 0 && p.Missing == 0 {
+				ratio, ok = Median(pr), true
+			}
+			if !ok {
+				continue
+			}
+			worst = max(worst, ratio)
+			parts = append(parts, fmt.Sprintf("%s %.1f vs %.1f ns/packet x%.2f", hook, a.Summary.Median, p.Summary.Median, ratio))
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		if t.Met == nil {
+			t.Value = worst
+			t.Met = boolp(worst <= targetAggVsSample)
+			t.Measured = ""
+		} else if worst > t.Value {
+			t.Value = worst
+			*t.Met = worst <= targetAggVsSample
+		}
+		if t.Measured != "" {
+			t.Measured += "; "
+		}
+		t.Measured += sc + ": " + fmt.Sprint(parts) + " (aggregated vs per-sample, median of per-rep ratios)"
+	}
+	return append(out, t)
 }
 
 // loadChecks sums the sanity counters of the load windows and notes what

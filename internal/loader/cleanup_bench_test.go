@@ -61,7 +61,7 @@ func BenchmarkCleanupWalk(b *testing.B) {
 func fillForCleanup(b *testing.B, o *Objects, n int, now uint64) {
 	b.Helper()
 	var fs probe.RttscopeFlowState
-	fs.LastSeen = now
+	fs.Dir[0].LastSeen = now
 	for i := range n {
 		var k [48]byte // struct packet_id; its first 44 bytes are the flow
 		k[10], k[11] = 0xff, 0xff

@@ -47,7 +47,30 @@ type Config struct {
 	// FlowSummary keeps per-flow RTT summaries, reported when a flow ends
 	// (and, if user space asks, for every live flow).
 	FlowSummary bool
+	// Steps, for benchmarks only, runs the data path up to and including
+	// one step (StepParse ... StepCounters) and prunes the rest, to
+	// measure what each step costs (rttscope bench --only steps). The
+	// zero value is the whole program.
+	Steps Step
 }
+
+// Step is a step of the data path, in the order the steps add cost (enum
+// step in bpf/config.h).
+type Step uint32
+
+// The data path's steps; each includes the ones before it.
+const (
+	StepAll       Step = 0 // the whole program (= StepCounters)
+	StepParse     Step = 1 // parse down to the identifiers
+	StepFlow      Step = 2 // + flow lookup or creation, flow counters
+	StepTimestamp Step = 3 // + timestamp insert and match
+	StepLocal     Step = 4 // + local-destination check
+	StepEvents    Step = 5 // + events (or aggregation, summaries)
+	StepCounters  Step = 6 // + the counters map: the whole program
+)
+
+// StepNames name the steps from StepParse on, in order.
+var StepNames = []string{"parse", "flow", "timestamp", "local", "events", "counters"}
 
 // Default map sizes: together they hold 100,000 concurrent flows in less
 // than 64 MiB of kernel memory on a 2-CPU machine (see MemoryUsage and
@@ -92,6 +115,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("aggregation prefix lengths must be <= 32 (IPv4) and <= 128 (IPv6)")
 	case c.Aggregate && c.PrefixMapSize == 0:
 		return fmt.Errorf("prefix map size must be > 0")
+	case c.Steps > StepCounters:
+		return fmt.Errorf("steps must be between %d and %d, got %d", StepAll, StepCounters, c.Steps)
 	case c.RingbufSize < 4096 || c.RingbufSize&(c.RingbufSize-1) != 0:
 		return fmt.Errorf("ring buffer size must be a power of two >= 4096, got %d", c.RingbufSize)
 	}

@@ -196,6 +196,10 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		return fmt.Errorf("embedded BPF object does not match its bindings: %w", err)
 	}
 	v := &s.RttscopeVariableSpecs
+	steps := cfg.Steps
+	if steps == StepAll {
+		steps = StepCounters
+	}
 	for _, c := range []struct {
 		spec  *ebpf.VariableSpec
 		value any
@@ -217,6 +221,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		{v.CfgAggPrefixV6, uint32(cfg.AggPrefixV6)},
 		{v.CfgAggReverse, cfg.AggReverse},
 		{v.CfgFlowSummary, cfg.FlowSummary},
+		{v.CfgSteps, uint32(steps)},
 	} {
 		if err := c.spec.Set(c.value); err != nil {
 			return fmt.Errorf("set %s: %w", c.spec.Name, err)

@@ -118,20 +118,20 @@ type RttscopeFlowState struct {
 	_   structs.HostLayout
 	Dir [2]struct {
 		_             structs.HostLayout
-		LastTimestamp uint64
-		MinRtt        uint64
-		Srtt          uint64
 		SentPkts      uint64
 		SentBytes     uint64
-		RecPkts       uint64
-		RecBytes      uint64
+		LastSeen      uint64
+		LastTimestamp uint64
 		LastId        uint32
-		Outstanding   uint32
 		HasLastId     uint8
 		FinSeen       uint8
-		Reserved      [6]uint8
+		LocalDst      uint8
+		Reserved      uint8
+		MinRtt        uint64
+		Srtt          uint64
+		Outstanding   uint32
+		Reserved2     uint32
 	}
-	LastSeen    uint64
 	Opener      uint8
 	ClosingSent uint8
 	Reserved    [6]uint8
@@ -266,6 +266,7 @@ const (
 	RttscopeVarCfgReplay                  = "cfg_replay"
 	RttscopeVarCfgRttRateMilli            = "cfg_rtt_rate_milli"
 	RttscopeVarCfgRttRateUseSrtt          = "cfg_rtt_rate_use_srtt"
+	RttscopeVarCfgSteps                   = "cfg_steps"
 	RttscopeVarCfgTcpFlowTimeoutNs        = "cfg_tcp_flow_timeout_ns"
 	RttscopeVarCfgTrackIcmp               = "cfg_track_icmp"
 	RttscopeVarCfgTrackTcp                = "cfg_track_tcp"
@@ -365,6 +366,7 @@ type RttscopeVariableSpecs struct {
 	CfgReplay             *ebpf.VariableSpec `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_milli"`
 	CfgRttRateUseSrtt     *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_use_srtt"`
+	CfgSteps              *ebpf.VariableSpec `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.VariableSpec `ebpf:"cfg_tcp_flow_timeout_ns"`
 	CfgTrackIcmp          *ebpf.VariableSpec `ebpf:"cfg_track_icmp"`
 	CfgTrackTcp           *ebpf.VariableSpec `ebpf:"cfg_track_tcp"`
@@ -447,6 +449,7 @@ type RttscopeVariables struct {
 	CfgReplay             *ebpf.Variable `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.Variable `ebpf:"cfg_rtt_rate_milli"`
 	CfgRttRateUseSrtt     *ebpf.Variable `ebpf:"cfg_rtt_rate_use_srtt"`
+	CfgSteps              *ebpf.Variable `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.Variable `ebpf:"cfg_tcp_flow_timeout_ns"`
 	CfgTrackIcmp          *ebpf.Variable `ebpf:"cfg_track_icmp"`
 	CfgTrackTcp           *ebpf.Variable `ebpf:"cfg_track_tcp"`
