@@ -78,13 +78,15 @@ func TestMonitorAnonymizedLab(t *testing.T) {
 	if len(testutil.Leaks(plain, addrs...)) == 0 || !strings.Contains(plain, `"rtt":`) {
 		t.Fatalf("the plain run shows no sample with a lab address, so the scan below would prove nothing:\n%s", plain)
 	}
+	// Fixed keys, as in TestReplayAnonymized.
+	k32, k16 := writeKey(t, 32), writeKey(t, 16)
 	for _, c := range [][]string{
-		{"--anonymize", "pfx", "-F", "json", "--flow-summary"},
-		{"--anonymize", "cryptopan", "-F", "jsonl", "--anonymize-ports", "--relative-time"},
-		{"--anonymize", "det", "-F", "standard", "--flow-summary"},
+		{"--anonymize", "pfx", "--anon-key-file", k32, "-F", "json", "--flow-summary"},
+		{"--anonymize", "cryptopan", "--anon-key-file", k32, "-F", "jsonl", "--anonymize-ports", "--relative-time"},
+		{"--anonymize", "det", "--anon-key-file", k16, "-F", "standard", "--flow-summary"},
 		{"--anonymize", "trunc:8,32", "-F", "ppviz"},
 		{"--anonymize", "drop", "-F", "jsonl", "--flow-summary"},
-		{"--anonymize", "pfx", "-F", "jsonl", "--aggregate", "1s", "--aggregate-subnets-v4", "24", "--aggregate-subnets-v6", "64"},
+		{"--anonymize", "pfx", "--anon-key-file", k32, "-F", "jsonl", "--aggregate", "1s", "--aggregate-subnets-v4", "24", "--aggregate-subnets-v6", "64"},
 		{"--anonymize", "drop", "-F", "standard", "--aggregate", "1s", "--minimal"},
 	} {
 		file, stderr := monitorWithTraffic(t, l, c...)
