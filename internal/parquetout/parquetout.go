@@ -1,0 +1,335 @@
+// Package parquetout is the Parquet output format (-F parquet, only with
+// --write FILE): a format.Writer that writes every record as one row of a
+// single wide schema, Row, compressed with zstd (docs/files.md has the
+// schema).
+//
+// A Parquet file is readable only once its footer is written, so a file
+// is complete only after Close or Restart; until then rows are kept in
+// row groups of RowGroupRows rows. Flush does not end a row group (the
+// monitor flushes often, and small row groups compress badly): what
+// makes rows durable is a Restart, which output.Rotating performs on
+// rotation and every --flush-interval.
+package parquetout
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/format"
+)
+
+// Record types: the values of Row.RecordType.
+const (
+	TypeRTT         = "rtt"
+	TypeFlow        = "flow_event"
+	TypeStats       = "stats"
+	TypeAggregate   = "aggregate"
+	TypeFlowSummary = "flow_summary"
+	TypeAnonKey     = "anon_key"
+)
+
+// Row is one record. Every row has RecordType and Timestamp; which other
+// columns it fills depends on its type (docs/files.md):
+//
+//   - rtt: the flow columns, rtt, min_rtt, smoothed_rtt, match_on_egress
+//     and (without --minimal) the four counters;
+//   - flow_event: the flow columns, flow_event, reason, triggered_by;
+//   - stats, aggregate, flow_summary, anon_key: record, the record's jsonl
+//     object as JSON text, so that these records, a few per interval, keep
+//     every field of the json formats. (A JSON logical type is not used:
+//     parquet-go v0.32 writes optional JSON columns as nulls or panics.)
+//
+// The flow columns are src_ip, src_port, dest_ip, dest_port and protocol,
+// or, when --drop-addresses replaced the addresses by a number, flow_id,
+// src_port, dest_port and protocol. Addresses are strings, as in json
+// (they may be anonymized). Durations are INT64 nanoseconds (Parquet has
+// no duration logical type), timestamps TIMESTAMP(NANOS, UTC).
+type Row struct {
+	RecordType    string  `parquet:"record_type,dict,zstd"`
+	Timestamp     int64   `parquet:"timestamp,timestamp(nanosecond),delta,zstd"`
+	FlowID        *uint64 `parquet:"flow_id,optional,zstd"`
+	SrcIP         *string `parquet:"src_ip,optional,dict,zstd"`
+	SrcPort       *int32  `parquet:"src_port,optional,zstd"`
+	DestIP        *string `parquet:"dest_ip,optional,dict,zstd"`
+	DestPort      *int32  `parquet:"dest_port,optional,zstd"`
+	Protocol      *string `parquet:"protocol,optional,dict,zstd"`
+	RTT           *int64  `parquet:"rtt,optional,zstd"`
+	MinRTT        *int64  `parquet:"min_rtt,optional,zstd"`
+	SentPackets   *uint64 `parquet:"sent_packets,optional,zstd"`
+	SentBytes     *uint64 `parquet:"sent_bytes,optional,zstd"`
+	RecPackets    *uint64 `parquet:"rec_packets,optional,zstd"`
+	RecBytes      *uint64 `parquet:"rec_bytes,optional,zstd"`
+	MatchOnEgress *bool   `parquet:"match_on_egress,optional,zstd"`
+	SmoothedRTT   *int64  `parquet:"smoothed_rtt,optional,zstd"`
+	FlowEvent     *string `parquet:"flow_event,optional,dict,zstd"`
+	Reason        *string `parquet:"reason,optional,dict,zstd"`
+	TriggeredBy   *string `parquet:"triggered_by,optional,dict,zstd"`
+	Record        *string `parquet:"record,optional,zstd"`
+}
+
+// RowGroupRows is the number of rows after which a row group is written.
+const RowGroupRows = 256 << 10
+
+// batchRows is how many rows are buffered before they go to the Parquet
+// writer's column buffers.
+const batchRows = 4096
+
+// Writer is the Parquet format.Writer.
+type Writer struct {
+	mu      sync.Mutex
+	dst     io.Writer
+	pw      *parquet.GenericWriter[Row]
+	opts    format.Options
+	batch   []Row
+	inGroup int // rows in the open row group
+	// jsonl renders the records stored as JSON.
+	jsonBuf strings.Builder
+	jsonl   format.Writer
+	strs    strCache
+	closed  bool
+	err     error // sticky until Restart
+}
+
+// New returns a Parquet writer onto w. opts.Minimal leaves the counters
+// null; Location and StatsTo are not used.
+func New(w io.Writer, opts format.Options) (*Writer, error) {
+	if w == nil {
+		return nil, errors.New("parquetout: nil io.Writer")
+	}
+	pw := &Writer{dst: w, opts: opts, batch: make([]Row, 0, batchRows), strs: strCache{}}
+	var err error
+	if pw.jsonl, err = format.New("jsonl", &pw.jsonBuf, opts); err != nil {
+		return nil, err
+	}
+	pw.start()
+	return pw, nil
+}
+
+func (w *Writer) start() {
+	w.pw = parquet.NewGenericWriter[Row](w.dst,
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault}),
+		parquet.CreatedBy("rttscope", "", ""),
+		parquet.MaxRowsPerRowGroup(RowGroupRows),
+	)
+	w.inGroup = 0
+}
+
+// Capabilities implements format.Writer: every record, and restarts.
+func (w *Writer) Capabilities() format.Capability { return format.All }
+
+// strCache interns address strings, so that a row does not allocate one
+// per address when the same hosts recur.
+type strCache map[[16]byte]*string
+
+func (c strCache) addr(e *events.Endpoint) *string {
+	k := e.IP.As16()
+	if p, ok := c[k]; ok {
+		return p
+	}
+	if len(c) > 1<<16 {
+		clear(c)
+	}
+	s := e.IP.String()
+	c[k] = &s
+	return &s
+}
+
+var protoNames = map[events.Protocol]*string{}
+
+func protoName(p events.Protocol) *string {
+	if s, ok := protoNames[p]; ok {
+		return s
+	}
+	s := p.String()
+	return &s
+}
+
+func init() {
+	for _, p := range []events.Protocol{events.ProtoTCP, events.ProtoICMP, events.ProtoICMPv6, events.ProtoUDP} {
+		s := p.String()
+		protoNames[p] = &s
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// fillFlow sets the flow columns as the json formats name them.
+func (w *Writer) fillFlow(r *Row, f *events.Flow) {
+	if f.AddressesDropped() {
+		r.FlowID = ptr(f.ID)
+	} else {
+		r.SrcIP = w.strs.addr(&f.Src)
+		r.DestIP = w.strs.addr(&f.Dst)
+	}
+	r.SrcPort = ptr(int32(f.Src.Port))
+	r.DestPort = ptr(int32(f.Dst.Port))
+	r.Protocol = protoName(f.Proto)
+}
+
+var (
+	strRTT      = ptr(TypeRTT)
+	eventNames  = map[events.FlowEventType]*string{events.FlowOpening: ptr("opening"), events.FlowClosing: ptr("closing")}
+	triggerSrc  = ptr("src")
+	triggerDest = ptr("dest")
+)
+
+// add appends a row, writing the batch when it is full.
+func (w *Writer) add(r Row) error {
+	if w.closed {
+		return format.ErrClosed
+	}
+	if w.err != nil {
+		return w.err
+	}
+	w.batch = append(w.batch, r)
+	if len(w.batch) == cap(w.batch) {
+		return w.writeBatch()
+	}
+	return nil
+}
+
+// writeBatch moves the buffered rows into the Parquet writer, which writes
+// a row group each RowGroupRows rows.
+func (w *Writer) writeBatch() error {
+	if len(w.batch) == 0 {
+		return nil
+	}
+	_, err := w.pw.Write(w.batch)
+	w.inGroup += len(w.batch)
+	clear(w.batch) // drop the pointers
+	w.batch = w.batch[:0]
+	if err != nil {
+		w.err = fmt.Errorf("write parquet: %w", err)
+	}
+	return w.err
+}
+
+// WriteRTT implements format.Writer.
+func (w *Writer) WriteRTT(e *events.RTT) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := Row{RecordType: *strRTT, Timestamp: e.Time,
+		RTT: ptr(int64(e.RTT)), MinRTT: ptr(int64(e.MinRTT)), SmoothedRTT: ptr(int64(e.SmoothedRTT)),
+		MatchOnEgress: ptr(e.MatchOnEgress)}
+	w.fillFlow(&r, &e.Flow)
+	if !w.opts.Minimal {
+		r.SentPackets, r.SentBytes = ptr(e.SentPackets), ptr(e.SentBytes)
+		r.RecPackets, r.RecBytes = ptr(e.RecPackets), ptr(e.RecBytes)
+	}
+	return w.add(r)
+}
+
+// WriteFlow implements format.Writer.
+func (w *Writer) WriteFlow(e *events.FlowEvent) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := Row{RecordType: TypeFlow, Timestamp: e.Time, FlowEvent: eventNames[e.Type], Reason: ptr(e.Reason.String())}
+	if r.FlowEvent == nil {
+		r.FlowEvent = ptr(e.Type.String())
+	}
+	r.TriggeredBy = triggerDest
+	if e.TriggeredBySrc {
+		r.TriggeredBy = triggerSrc
+	}
+	w.fillFlow(&r, &e.Flow)
+	return w.add(r)
+}
+
+// jsonRow adds a row of type typ holding the record the jsonl writer
+// renders with write.
+func (w *Writer) jsonRow(typ string, ts int64, write func(format.Writer) error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.jsonBuf.Reset()
+	if err := write(w.jsonl); err != nil {
+		return err
+	}
+	if err := w.jsonl.Flush(); err != nil {
+		return err
+	}
+	rec := strings.TrimSuffix(w.jsonBuf.String(), "\n")
+	return w.add(Row{RecordType: typ, Timestamp: ts, Record: &rec})
+}
+
+// WriteStats implements format.Writer.
+func (w *Writer) WriteStats(s *events.Stats) error {
+	return w.jsonRow(TypeStats, s.Time, func(j format.Writer) error { return j.WriteStats(s) })
+}
+
+// WriteAggregate implements format.Writer.
+func (w *Writer) WriteAggregate(a *events.Aggregate) error {
+	return w.jsonRow(TypeAggregate, a.Time, func(j format.Writer) error { return j.WriteAggregate(a) })
+}
+
+// WriteFlowSummary implements format.Writer.
+func (w *Writer) WriteFlowSummary(s *events.FlowSummary) error {
+	return w.jsonRow(TypeFlowSummary, s.Time, func(j format.Writer) error { return j.WriteFlowSummary(s) })
+}
+
+// WriteAnonKey implements format.Writer.
+func (w *Writer) WriteAnonKey(k *events.AnonKey) error {
+	return w.jsonRow(TypeAnonKey, k.Time, func(j format.Writer) error { return j.WriteAnonKey(k) })
+}
+
+// Flush implements format.Writer. It moves buffered rows into the open
+// row group but writes no partial row group: see the package comment.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	return w.writeBatch()
+}
+
+// finish writes the rows left and the footer.
+func (w *Writer) finish() error {
+	err := w.writeBatch()
+	if cerr := w.pw.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write parquet footer: %w", cerr)
+	}
+	return err
+}
+
+// Close implements format.Writer: the last row group and the footer.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	return w.finish()
+}
+
+// Restart implements format.Writer: the file ends (last row group,
+// footer), reopen switches the destination, a new file starts.
+func (w *Writer) Restart(reopen func() error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	if !w.closed {
+		if err := w.finish(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := reopen(); err != nil {
+		errs = append(errs, err)
+	}
+	w.err = nil
+	clear(w.batch)
+	w.batch = w.batch[:0]
+	if !w.closed {
+		w.start()
+	}
+	return errors.Join(errs...)
+}
+
+var _ format.Writer = (*Writer)(nil)
