@@ -143,9 +143,20 @@ func (f *File) Close() error {
 	return f.f.Close()
 }
 
+// NotifyRotate rotates r on every SIGHUP, reporting errors to onErr (if
+// not nil), until stop is called.
+func NotifyRotate(r *Rotating, onErr func(error)) (stop func()) {
+	return onSIGHUP(r.Rotate, onErr)
+}
+
 // NotifyReopen reopens f on every SIGHUP, reporting errors to onErr (if
 // not nil), until stop is called. stop may be called more than once.
 func NotifyReopen(f *File, onErr func(error)) (stop func()) {
+	return onSIGHUP(f.Reopen, onErr)
+}
+
+// onSIGHUP calls do on every SIGHUP until stop is called.
+func onSIGHUP(do func() error, onErr func(error)) (stop func()) {
 	sig := make(chan os.Signal, 1)
 	done := make(chan struct{})
 	exited := make(chan struct{})
@@ -155,7 +166,7 @@ func NotifyReopen(f *File, onErr func(error)) (stop func()) {
 		for {
 			select {
 			case <-sig:
-				if err := f.Reopen(); err != nil && onErr != nil {
+				if err := do(); err != nil && onErr != nil {
 					onErr(err)
 				}
 			case <-done:

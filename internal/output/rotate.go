@@ -80,6 +80,9 @@ type Rotating struct {
 	seq     int
 	restart format.Writer
 	closed  bool
+	// due gets a value when a Write reaches the size limit, so that
+	// RunRotation rotates at once rather than at its next tick.
+	due chan struct{}
 }
 
 // segment is one file of the series.
@@ -129,7 +132,7 @@ func OpenRotating(path string, opts RotateOptions) (*Rotating, error) {
 	if suf := compressSuffix[opts.Compress]; suf != "" && !strings.HasSuffix(ext, suf) {
 		ext += suf
 	}
-	r := &Rotating{dir: dir, stem: stem, ext: ext, opts: opts}
+	r := &Rotating{dir: dir, stem: stem, ext: ext, opts: opts, due: make(chan struct{}, 1)}
 	seg, err := r.openNext()
 	if err != nil {
 		return nil, err
@@ -226,6 +229,12 @@ func (r *Rotating) Write(p []byte) (int, error) {
 	c.written += int64(n)
 	if err != nil {
 		c.err = err
+	}
+	if r.opts.Size > 0 && c.written >= r.opts.Size {
+		select {
+		case r.due <- struct{}{}:
+		default:
+		}
 	}
 	return n, err
 }
@@ -368,25 +377,41 @@ func (r *Rotating) Close() error {
 	return errors.Join(err, r.prune())
 }
 
-// RunRotation rotates r whenever it is due, checking every tick, and
-// reports errors to onErr (if not nil), until stop is called. Size limits
-// are checked at the same ticks, so a file may exceed Size by what is
-// written in one tick.
-func RunRotation(r *Rotating, tick time.Duration, onErr func(error)) (stop func()) {
+// RunRotation rotates r whenever it is due: at once when a write reaches
+// the size limit, at the first tick after the age limit. It calls flush
+// every flushEvery (if both are not zero) and reports errors to onErr (if
+// not nil), until stop is called. A file exceeds Size by what is written
+// while the rotation waits for the format writer's lock.
+func RunRotation(r *Rotating, tick, flushEvery time.Duration, flush func() error, onErr func(error)) (stop func()) {
 	done := make(chan struct{})
 	exited := make(chan struct{})
+	report := func(err error) {
+		if err != nil && onErr != nil {
+			onErr(err)
+		}
+	}
 	go func() {
 		defer close(exited)
 		t := time.NewTicker(tick)
 		defer t.Stop()
+		var flushC <-chan time.Time
+		if flushEvery > 0 && flush != nil {
+			ft := time.NewTicker(flushEvery)
+			defer ft.Stop()
+			flushC = ft.C
+		}
 		for {
 			select {
 			case <-t.C:
 				if r.Due() {
-					if err := r.Rotate(); err != nil && onErr != nil {
-						onErr(err)
-					}
+					report(r.Rotate())
 				}
+			case <-r.due:
+				if r.Due() {
+					report(r.Rotate())
+				}
+			case <-flushC:
+				report(flush())
 			case <-done:
 				return
 			}

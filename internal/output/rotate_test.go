@@ -272,7 +272,7 @@ func TestRotateKeep(t *testing.T) {
 func TestRotateAtomicNames(t *testing.T) {
 	dir := t.TempDir()
 	r, w := openRotatingJSON(t, filepath.Join(dir, "rtt.json.gz"), "json", RotateOptions{Size: 8 << 10})
-	stopRot := RunRotation(r, time.Millisecond, func(err error) { t.Error(err) })
+	stopRot := RunRotation(r, time.Millisecond, 0, nil, func(err error) { t.Error(err) })
 	t.Cleanup(stopRot)
 	const n = 30_000
 	done := make(chan struct{})

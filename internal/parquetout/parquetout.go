@@ -88,7 +88,7 @@ type Writer struct {
 	pw      *parquet.GenericWriter[Row]
 	opts    format.Options
 	batch   []Row
-	inGroup int // rows in the open row group
+	inGroup int // rows given to pw since the file started
 	// jsonl renders the records stored as JSON.
 	jsonBuf strings.Builder
 	jsonl   format.Writer
@@ -119,6 +119,13 @@ func (w *Writer) start() {
 		parquet.MaxRowsPerRowGroup(RowGroupRows),
 	)
 	w.inGroup = 0
+}
+
+// Rows returns the number of rows written to the current file so far.
+func (w *Writer) Rows() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.inGroup + len(w.batch)
 }
 
 // Capabilities implements format.Writer: every record, and restarts.
