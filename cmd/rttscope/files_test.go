@@ -537,3 +537,42 @@ func deref[T any](p *T) T {
 
 // sleepBriefly waits a little between two looks at a directory.
 func sleepBriefly() { time.Sleep(20 * time.Millisecond) }
+
+// TestFilesBytesPerSample replays a lab capture of 1,000 TCP flows into
+// each file sink and prints the bytes on disk per RTT sample (docs/files.md
+// records the figures). It checks the Parquet target of issue #11: at most
+// 20 bytes per sample.
+func TestFilesBytesPerSample(t *testing.T) {
+	testutil.RequireRoot(t)
+	pcap := labFlows(t, t.TempDir(), 1000, 50)
+	var samples int
+	for _, sink := range []struct{ name, file, format string }{
+		{"jsonl", "rtt.jsonl", "jsonl"},
+		{"jsonl+gzip", "rtt.jsonl.gz", "jsonl"},
+		{"jsonl+zstd", "rtt.jsonl.zst", "jsonl"},
+		{"parquet", "rtt.parquet", "parquet"},
+	} {
+		dir := t.TempDir()
+		args := []string{"-r", "0", "--local-net", "10.1.0.0/16", "-F", sink.format, "-w", filepath.Join(dir, sink.file)}
+		if err := runReplayArgs(t, append(args, pcap)...); err != nil {
+			t.Fatal(err)
+		}
+		files := completedFiles(t, dir)
+		var size int64
+		for _, f := range files {
+			st, err := os.Stat(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size += st.Size()
+		}
+		if sink.name == "jsonl" {
+			samples = bytes.Count(readAllFiles(t, files), []byte(`"rtt":`))
+		}
+		per := float64(size) / float64(samples)
+		t.Logf("%-11s %9d bytes, %d RTT samples: %6.1f bytes/sample", sink.name, size, samples, per)
+		if sink.format == "parquet" && per > 20 {
+			t.Errorf("Parquet takes %.1f bytes per sample, the target is at most 20", per)
+		}
+	}
+}
