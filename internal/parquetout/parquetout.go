@@ -93,8 +93,14 @@ type Writer struct {
 	jsonBuf strings.Builder
 	jsonl   format.Writer
 	strs    strCache
-	closed  bool
-	err     error // sticky until Restart
+	// The batch's rows point into these, reused after each batch, so
+	// that a row costs no allocation (see arena).
+	i64    arena[int64]
+	u64    arena[uint64]
+	i32    arena[int32]
+	bools  arena[bool]
+	closed bool
+	err    error // sticky until Restart
 }
 
 // New returns a Parquet writer onto w. opts.Minimal leaves the counters
@@ -103,7 +109,9 @@ func New(w io.Writer, opts format.Options) (*Writer, error) {
 	if w == nil {
 		return nil, errors.New("parquetout: nil io.Writer")
 	}
-	pw := &Writer{dst: w, opts: opts, batch: make([]Row, 0, batchRows), strs: strCache{}}
+	pw := &Writer{dst: w, opts: opts, batch: make([]Row, 0, batchRows), strs: strCache{},
+		i64: newArena[int64](3 * batchRows), u64: newArena[uint64](5 * batchRows),
+		i32: newArena[int32](2 * batchRows), bools: newArena[bool](batchRows)}
 	var err error
 	if pw.jsonl, err = format.New("jsonl", &pw.jsonBuf, opts); err != nil {
 		return nil, err
@@ -167,16 +175,38 @@ func init() {
 
 func ptr[T any](v T) *T { return &v }
 
+// arena hands out pointers to values for the rows of one batch. Its
+// capacity covers a full batch (the most values of each type one row
+// takes, times batchRows), so it never grows and no pointer goes stale.
+type arena[T any] struct{ vals []T }
+
+func newArena[T any](n int) arena[T] { return arena[T]{make([]T, 0, n)} }
+
+func (a *arena[T]) ptr(v T) *T {
+	a.vals = append(a.vals, v)
+	return &a.vals[len(a.vals)-1]
+}
+
+func (a *arena[T]) reset() { a.vals = a.vals[:0] }
+
+// resetArenas is called once no row points into the arenas any more.
+func (w *Writer) resetArenas() {
+	w.i64.reset()
+	w.u64.reset()
+	w.i32.reset()
+	w.bools.reset()
+}
+
 // fillFlow sets the flow columns as the json formats name them.
 func (w *Writer) fillFlow(r *Row, f *events.Flow) {
 	if f.AddressesDropped() {
-		r.FlowID = ptr(f.ID)
+		r.FlowID = w.u64.ptr(f.ID)
 	} else {
 		r.SrcIP = w.strs.addr(&f.Src)
 		r.DestIP = w.strs.addr(&f.Dst)
 	}
-	r.SrcPort = ptr(int32(f.Src.Port))
-	r.DestPort = ptr(int32(f.Dst.Port))
+	r.SrcPort = w.i32.ptr(int32(f.Src.Port))
+	r.DestPort = w.i32.ptr(int32(f.Dst.Port))
 	r.Protocol = protoName(f.Proto)
 }
 
@@ -212,6 +242,7 @@ func (w *Writer) writeBatch() error {
 	w.inGroup += len(w.batch)
 	clear(w.batch) // drop the pointers
 	w.batch = w.batch[:0]
+	w.resetArenas()
 	if err != nil {
 		w.err = fmt.Errorf("write parquet: %w", err)
 	}
@@ -222,13 +253,16 @@ func (w *Writer) writeBatch() error {
 func (w *Writer) WriteRTT(e *events.RTT) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return format.ErrClosed
+	}
 	r := Row{RecordType: *strRTT, Timestamp: e.Time,
-		RTT: ptr(int64(e.RTT)), MinRTT: ptr(int64(e.MinRTT)), SmoothedRTT: ptr(int64(e.SmoothedRTT)),
-		MatchOnEgress: ptr(e.MatchOnEgress)}
+		RTT: w.i64.ptr(int64(e.RTT)), MinRTT: w.i64.ptr(int64(e.MinRTT)), SmoothedRTT: w.i64.ptr(int64(e.SmoothedRTT)),
+		MatchOnEgress: w.bools.ptr(e.MatchOnEgress)}
 	w.fillFlow(&r, &e.Flow)
 	if !w.opts.Minimal {
-		r.SentPackets, r.SentBytes = ptr(e.SentPackets), ptr(e.SentBytes)
-		r.RecPackets, r.RecBytes = ptr(e.RecPackets), ptr(e.RecBytes)
+		r.SentPackets, r.SentBytes = w.u64.ptr(e.SentPackets), w.u64.ptr(e.SentBytes)
+		r.RecPackets, r.RecBytes = w.u64.ptr(e.RecPackets), w.u64.ptr(e.RecBytes)
 	}
 	return w.add(r)
 }
@@ -237,6 +271,9 @@ func (w *Writer) WriteRTT(e *events.RTT) error {
 func (w *Writer) WriteFlow(e *events.FlowEvent) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return format.ErrClosed
+	}
 	r := Row{RecordType: TypeFlow, Timestamp: e.Time, FlowEvent: eventNames[e.Type], Reason: ptr(e.Reason.String())}
 	if r.FlowEvent == nil {
 		r.FlowEvent = ptr(e.Type.String())
@@ -333,6 +370,7 @@ func (w *Writer) Restart(reopen func() error) error {
 	w.err = nil
 	clear(w.batch)
 	w.batch = w.batch[:0]
+	w.resetArenas()
 	if !w.closed {
 		w.start()
 	}
