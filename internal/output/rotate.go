@@ -122,7 +122,7 @@ func OpenRotating(path string, opts RotateOptions) (*Rotating, error) {
 	if dir == "" {
 		dir = "."
 	}
-	if base == "" {
+	if st, err := os.Stat(path); base == "" || (err == nil && st.IsDir()) {
 		return nil, fmt.Errorf("--write %s names a directory: give a file name such as %s", path, filepath.Join(path, "rtt.jsonl"))
 	}
 	stem, ext := base, ""

@@ -428,3 +428,31 @@ func TestRotatingFlushReadable(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenRotatingRefusals checks the one-line refusals of OpenRotating,
+// and that a refused destination creates no file.
+func TestOpenRotatingRefusals(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		path string
+		opts RotateOptions
+		want string
+	}{
+		{"rtt.jsonl.gz", RotateOptions{Compress: CompressZstd}, "asks for gzip but --compress is zstd: make them agree"},
+		{"rtt.jsonl.zst", RotateOptions{Compress: CompressNone}, "asks for zstd but --compress is none"},
+		{"rtt.jsonl", RotateOptions{Compress: "lz4"}, `unknown compression "lz4"`},
+		{"rtt.jsonl", RotateOptions{Size: -1}, "negative rotation limit"},
+		{"", RotateOptions{}, "names a directory: give a file name"},
+	} {
+		_, err := OpenRotating(filepath.Join(dir, tc.path), tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("OpenRotating(%s, %+v): %v, want %q", tc.path, tc.opts, err, tc.want)
+		}
+	}
+	if _, err := OpenRotating(dir+"/", RotateOptions{}); err == nil || !strings.Contains(err.Error(), "names a directory") {
+		t.Errorf("OpenRotating(%s/): %v", dir, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("refused destinations created %v", ents)
+	}
+}
