@@ -9,6 +9,11 @@
 // monitor flushes often, and small row groups compress badly): what
 // makes rows durable is a Restart, which output.Rotating performs on
 // rotation and every --flush-interval.
+//
+// Rows are collected in batches of batchRows; a full batch goes to an
+// encoder goroutine (column encoding and compression), so that the
+// goroutine writing records only fills the next one. Close ends the
+// encoder.
 package parquetout
 
 import (
@@ -87,20 +92,17 @@ type Writer struct {
 	dst     io.Writer
 	pw      *parquet.GenericWriter[Row]
 	opts    format.Options
-	batch   []Row
-	inGroup int // rows given to pw since the file started
+	cur     *batch      // rows being collected
+	free    chan *batch // batches the encoder is done with
+	work    chan *batch // to the encoder; nil asks for a sync
+	synced  chan error  // the encoder's answer to a sync
+	pending int         // rows handed to the encoder since the file started
 	// jsonl renders the records stored as JSON.
 	jsonBuf strings.Builder
 	jsonl   format.Writer
 	strs    strCache
-	// The batch's rows point into these, reused after each batch, so
-	// that a row costs no allocation (see arena).
-	i64    arena[int64]
-	u64    arena[uint64]
-	i32    arena[int32]
-	bools  arena[bool]
-	closed bool
-	err    error // sticky until Restart
+	closed  bool
+	err     error // sticky until Restart
 }
 
 // New returns a Parquet writer onto w. opts.Minimal leaves the counters
@@ -109,15 +111,71 @@ func New(w io.Writer, opts format.Options) (*Writer, error) {
 	if w == nil {
 		return nil, errors.New("parquetout: nil io.Writer")
 	}
-	pw := &Writer{dst: w, opts: opts, batch: make([]Row, 0, batchRows), strs: strCache{},
-		i64: newArena[int64](3 * batchRows), u64: newArena[uint64](5 * batchRows),
-		i32: newArena[int32](2 * batchRows), bools: newArena[bool](batchRows)}
+	pw := &Writer{dst: w, opts: opts, strs: strCache{}, cur: newBatch(),
+		free: make(chan *batch, 1), work: make(chan *batch, 1), synced: make(chan error)}
+	pw.free <- newBatch()
 	var err error
 	if pw.jsonl, err = format.New("jsonl", &pw.jsonBuf, opts); err != nil {
 		return nil, err
 	}
 	pw.start()
+	go pw.encode()
 	return pw, nil
+}
+
+// batch is a batch of rows and the values they point to, reused after
+// each batch, so that a row costs no allocation (see arena).
+type batch struct {
+	rows  []Row
+	i64   arena[int64]
+	u64   arena[uint64]
+	i32   arena[int32]
+	bools arena[bool]
+}
+
+func newBatch() *batch {
+	return &batch{rows: make([]Row, 0, batchRows),
+		i64: newArena[int64](3 * batchRows), u64: newArena[uint64](5 * batchRows),
+		i32: newArena[int32](2 * batchRows), bools: newArena[bool](batchRows)}
+}
+
+// reset empties b once no row of it is needed any more.
+func (b *batch) reset() {
+	clear(b.rows) // drop the pointers
+	b.rows = b.rows[:0]
+	b.i64.reset()
+	b.u64.reset()
+	b.i32.reset()
+	b.bools.reset()
+}
+
+// encode runs on its own goroutine: it gives full batches to the Parquet
+// writer (column encoding and compression, the expensive part), so that
+// the goroutine writing records only fills the next batch. Only encode
+// touches pw, except between a sync and the next batch.
+func (w *Writer) encode() {
+	var err error
+	for b := range w.work {
+		if b == nil {
+			w.synced <- err
+			err = nil
+			continue
+		}
+		if err == nil {
+			if _, werr := w.pw.Write(b.rows); werr != nil {
+				err = fmt.Errorf("write parquet: %w", werr)
+			}
+		}
+		b.reset()
+		w.free <- b
+	}
+}
+
+// sync waits until the encoder has written every batch handed to it and
+// returns its first error since the last sync.
+func (w *Writer) sync() error {
+	w.work <- nil
+	return <-w.synced
 }
 
 func (w *Writer) start() {
@@ -126,14 +184,14 @@ func (w *Writer) start() {
 		parquet.CreatedBy("rttscope", "", ""),
 		parquet.MaxRowsPerRowGroup(RowGroupRows),
 	)
-	w.inGroup = 0
+	w.pending = 0
 }
 
 // Rows returns the number of rows written to the current file so far.
 func (w *Writer) Rows() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.inGroup + len(w.batch)
+	return w.pending + len(w.cur.rows)
 }
 
 // Capabilities implements format.Writer: every record, and restarts.
@@ -189,24 +247,16 @@ func (a *arena[T]) ptr(v T) *T {
 
 func (a *arena[T]) reset() { a.vals = a.vals[:0] }
 
-// resetArenas is called once no row points into the arenas any more.
-func (w *Writer) resetArenas() {
-	w.i64.reset()
-	w.u64.reset()
-	w.i32.reset()
-	w.bools.reset()
-}
-
 // fillFlow sets the flow columns as the json formats name them.
 func (w *Writer) fillFlow(r *Row, f *events.Flow) {
 	if f.AddressesDropped() {
-		r.FlowID = w.u64.ptr(f.ID)
+		r.FlowID = w.cur.u64.ptr(f.ID)
 	} else {
 		r.SrcIP = w.strs.addr(&f.Src)
 		r.DestIP = w.strs.addr(&f.Dst)
 	}
-	r.SrcPort = w.i32.ptr(int32(f.Src.Port))
-	r.DestPort = w.i32.ptr(int32(f.Dst.Port))
+	r.SrcPort = w.cur.i32.ptr(int32(f.Src.Port))
+	r.DestPort = w.cur.i32.ptr(int32(f.Dst.Port))
 	r.Protocol = protoName(f.Proto)
 }
 
@@ -217,7 +267,7 @@ var (
 	triggerDest = ptr("dest")
 )
 
-// add appends a row, writing the batch when it is full.
+// add appends a row, handing the batch to the encoder when it is full.
 func (w *Writer) add(r Row) error {
 	if w.closed {
 		return format.ErrClosed
@@ -225,26 +275,29 @@ func (w *Writer) add(r Row) error {
 	if w.err != nil {
 		return w.err
 	}
-	w.batch = append(w.batch, r)
-	if len(w.batch) == cap(w.batch) {
-		return w.writeBatch()
+	w.cur.rows = append(w.cur.rows, r)
+	if len(w.cur.rows) == cap(w.cur.rows) {
+		w.handOff()
 	}
 	return nil
 }
 
-// writeBatch moves the buffered rows into the Parquet writer, which writes
-// a row group each RowGroupRows rows.
-func (w *Writer) writeBatch() error {
-	if len(w.batch) == 0 {
-		return nil
+// handOff gives the current batch to the encoder and takes a free one
+// (waiting while the encoder is a batch behind).
+func (w *Writer) handOff() {
+	if len(w.cur.rows) == 0 {
+		return
 	}
-	_, err := w.pw.Write(w.batch)
-	w.inGroup += len(w.batch)
-	clear(w.batch) // drop the pointers
-	w.batch = w.batch[:0]
-	w.resetArenas()
-	if err != nil {
-		w.err = fmt.Errorf("write parquet: %w", err)
+	w.pending += len(w.cur.rows)
+	w.work <- w.cur
+	w.cur = <-w.free
+}
+
+// drain hands off the current batch and waits until it is written.
+func (w *Writer) drain() error {
+	w.handOff()
+	if err := w.sync(); err != nil && w.err == nil {
+		w.err = err
 	}
 	return w.err
 }
@@ -257,12 +310,12 @@ func (w *Writer) WriteRTT(e *events.RTT) error {
 		return format.ErrClosed
 	}
 	r := Row{RecordType: *strRTT, Timestamp: e.Time,
-		RTT: w.i64.ptr(int64(e.RTT)), MinRTT: w.i64.ptr(int64(e.MinRTT)), SmoothedRTT: w.i64.ptr(int64(e.SmoothedRTT)),
-		MatchOnEgress: w.bools.ptr(e.MatchOnEgress)}
+		RTT: w.cur.i64.ptr(int64(e.RTT)), MinRTT: w.cur.i64.ptr(int64(e.MinRTT)), SmoothedRTT: w.cur.i64.ptr(int64(e.SmoothedRTT)),
+		MatchOnEgress: w.cur.bools.ptr(e.MatchOnEgress)}
 	w.fillFlow(&r, &e.Flow)
 	if !w.opts.Minimal {
-		r.SentPackets, r.SentBytes = w.u64.ptr(e.SentPackets), w.u64.ptr(e.SentBytes)
-		r.RecPackets, r.RecBytes = w.u64.ptr(e.RecPackets), w.u64.ptr(e.RecBytes)
+		r.SentPackets, r.SentBytes = w.cur.u64.ptr(e.SentPackets), w.cur.u64.ptr(e.SentBytes)
+		r.RecPackets, r.RecBytes = w.cur.u64.ptr(e.RecPackets), w.cur.u64.ptr(e.RecBytes)
 	}
 	return w.add(r)
 }
@@ -330,12 +383,12 @@ func (w *Writer) Flush() error {
 	if w.closed {
 		return nil
 	}
-	return w.writeBatch()
+	return w.drain()
 }
 
 // finish writes the rows left and the footer.
 func (w *Writer) finish() error {
-	err := w.writeBatch()
+	err := w.drain()
 	if cerr := w.pw.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("write parquet footer: %w", cerr)
 	}
@@ -350,7 +403,9 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.closed = true
-	return w.finish()
+	err := w.finish()
+	close(w.work) // ends the encoder
+	return err
 }
 
 // Restart implements format.Writer: the file ends (last row group,
@@ -368,9 +423,7 @@ func (w *Writer) Restart(reopen func() error) error {
 		errs = append(errs, err)
 	}
 	w.err = nil
-	clear(w.batch)
-	w.batch = w.batch[:0]
-	w.resetArenas()
+	w.cur.reset()
 	if !w.closed {
 		w.start()
 	}
