@@ -1,5 +1,8 @@
 // Package output is the destination of --write FILE: a file opened for
-// appending that can be reopened after log rotation (SIGHUP), or stdout.
+// appending that can be reopened after log rotation (SIGHUP), or stdout
+// (File); or, with rotation, compression or Parquet, a series of files
+// each renamed to its final name once complete (Rotating, rotate.go,
+// docs/files.md).
 //
 // Log rotation and documents: a json document ("[" ... "]") must not span
 // two files. The format writer is registered with File.SetRestarter; Reopen
