@@ -2,7 +2,8 @@
 # Installs what rttscope needs to build, test and run its lab on Debian or
 # Ubuntu: clang-14/llvm-14 (the compiler `make generate` is pinned to, see
 # the Makefile) and libbpf headers (only for `make generate`), iproute2,
-# ethtool, tcpdump and tshark (tests), make; then the pinned golangci-lint
+# ethtool, tcpdump and tshark (tests), make, python3-pip and pyarrow from PyPI
+# (Parquet files read back by an independent reader); then the pinned golangci-lint
 # (`make lint-tool`). Go >= 1.21 must be present; the go command then fetches
 # the toolchain go.mod asks for from the module proxy.
 set -euo pipefail
@@ -13,7 +14,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 packages=(make clang-14 llvm-14 libbpf-dev bpftool clang-format iproute2 ethtool
-	iputils-ping tcpdump tshark git ca-certificates)
+	iputils-ping tcpdump tshark git ca-certificates python3-pip)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,6 +38,11 @@ if [ "${go_minor:-0}" -lt 21 ]; then
 	exit 1
 fi
 go mod download
+# pyarrow reads back the Parquet output in cmd/rttscope's tests.
+if ! python3 -c 'import pyarrow' 2>/dev/null; then
+	echo "setup.sh: pyarrow from PyPI (tests read Parquet back with it)" >&2
+	python3 -m pip install -q pyarrow 2>/dev/null || python3 -m pip install -q --break-system-packages pyarrow
+fi
 # The pinned golangci-lint that `make lint` runs, built once here (from the
 # module proxy into bin/tools) so that lint runs do not pay for it.
 echo "setup.sh: golangci-lint for make lint (bin/tools; the first build takes several minutes)" >&2

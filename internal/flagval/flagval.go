@@ -217,3 +217,43 @@ func joined[T fmt.Stringer](l []T) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// Bytes is a size in bytes: a number with an optional binary suffix (K,
+// M, G, T; KiB and KB mean the same: 1024), e.g. 64M.
+type Bytes struct{ p *int64 }
+
+// NewBytes returns the flag value that sets *p.
+func NewBytes(p *int64) *Bytes { return &Bytes{p} }
+
+// Set accepts a non-negative size.
+func (b *Bytes) Set(s string) error {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		if i := strings.IndexByte("KMGT", t[n-1]); i >= 0 {
+			mult = 1 << (10 * (i + 1))
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return &Error{"a size in bytes such as 500000, 64M or 1G"}
+	}
+	*b.p = v * mult
+	return nil
+}
+
+func (b *Bytes) String() string {
+	v := *b.p
+	for _, u := range []string{"T", "G", "M", "K"} {
+		m := int64(1) << (10 * (strings.Index("KMGT", u) + 1))
+		if v != 0 && v%m == 0 {
+			return strconv.FormatInt(v/m, 10) + u
+		}
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// Type implements pflag.Value.
+func (b *Bytes) Type() string { return "size" }

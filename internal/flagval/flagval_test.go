@@ -145,3 +145,22 @@ func TestMessageLeavesOthers(t *testing.T) {
 		}
 	}
 }
+
+func TestBytes(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "500000": 500000, "64M": 64 << 20, "1G": 1 << 30, "10KiB": 10 << 10, "2kb": 2 << 10, "3T": 3 << 40} {
+		var v int64
+		if err := NewBytes(&v).Set(in); err != nil || v != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, v, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "1.5M", "M", "12X", "99999999999T"} {
+		var v int64
+		if err := NewBytes(&v).Set(in); err == nil {
+			t.Errorf("Set(%q) accepted: %d", in, v)
+		}
+	}
+	v := int64(64 << 20)
+	if s := NewBytes(&v).String(); s != "64M" {
+		t.Errorf("String() = %q", s)
+	}
+}

@@ -1,5 +1,8 @@
 // Package output is the destination of --write FILE: a file opened for
-// appending that can be reopened after log rotation (SIGHUP), or stdout.
+// appending that can be reopened after log rotation (SIGHUP), or stdout
+// (File); or, with rotation, compression or Parquet, a series of files
+// each renamed to its final name once complete (Rotating, rotate.go,
+// docs/files.md).
 //
 // Log rotation and documents: a json document ("[" ... "]") must not span
 // two files. The format writer is registered with File.SetRestarter; Reopen
@@ -143,9 +146,20 @@ func (f *File) Close() error {
 	return f.f.Close()
 }
 
+// NotifyRotate rotates r on every SIGHUP, reporting errors to onErr (if
+// not nil), until stop is called.
+func NotifyRotate(r *Rotating, onErr func(error)) (stop func()) {
+	return onSIGHUP(r.Rotate, onErr)
+}
+
 // NotifyReopen reopens f on every SIGHUP, reporting errors to onErr (if
 // not nil), until stop is called. stop may be called more than once.
 func NotifyReopen(f *File, onErr func(error)) (stop func()) {
+	return onSIGHUP(f.Reopen, onErr)
+}
+
+// onSIGHUP calls do on every SIGHUP until stop is called.
+func onSIGHUP(do func() error, onErr func(error)) (stop func()) {
 	sig := make(chan os.Signal, 1)
 	done := make(chan struct{})
 	exited := make(chan struct{})
@@ -155,7 +169,7 @@ func NotifyReopen(f *File, onErr func(error)) (stop func()) {
 		for {
 			select {
 			case <-sig:
-				if err := f.Reopen(); err != nil && onErr != nil {
+				if err := do(); err != nil && onErr != nil {
 					onErr(err)
 				}
 			case <-done:
