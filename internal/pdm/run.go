@@ -35,7 +35,7 @@ type Options struct {
 // Validate checks the options before anything is loaded.
 func (o Options) Validate() error {
 	if len(o.Interfaces) == 0 {
-		return errors.New("no interface: give at least one -i IFNAME")
+		return errors.New("no interface: give at least one -i IFNAME (or --read FILE to decode a capture)")
 	}
 	if err := o.Config.Validate(); err != nil {
 		return err
