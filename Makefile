@@ -93,9 +93,11 @@ vmtest-ci:
 vmtest:
 	VM_KERNELS="$(VM_KERNELS)" VM_PKGS="$(VM_PKGS)" ./scripts/vmtests.sh
 
-## bench: per-packet BPF cost and overhead; results under bench/results/
+## bench: per-packet BPF cost and overhead, then the PDM programs' cost and
+##        TCP throughput with PDM off/on; results under bench/results/
 bench:
 	$(GO) run ./cmd/rttscope bench
+	$(GO) run ./cmd/rttscope pdm bench
 
 ## demo: build a namespace lab with two paths and show rttscope measuring them
 demo: build

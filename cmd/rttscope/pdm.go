@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -100,22 +101,26 @@ sysctl net.ipv6.max_dst_opts_number >= 1 (Linux's default is 8).`,
 }
 
 func newPDMBenchCmd() *cobra.Command {
-	var dir string
-	var rounds, runs int
+	o := pdm.BenchOptions{ThroughputDuration: 2 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Per-packet cost of the PDM programs (BPF_PROG_TEST_RUN); results under bench/results/",
+		Short: "Per-packet cost of the PDM programs (BPF_PROG_TEST_RUN), TCP throughput with PDM off/on; results under bench/results/",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if rounds < 1 || runs < 1 {
+			if o.Rounds < 1 || o.Runs < 1 {
 				return usageError{"--rounds and --runs must be positive"}
 			}
-			_, err := pdm.Bench(dir, rounds, runs, os.Stdout)
+			if o.ThroughputRounds < 0 || o.ThroughputDuration <= 0 {
+				return usageError{"--throughput-rounds must be >= 0 and --throughput-duration positive"}
+			}
+			_, err := pdm.Bench(cmd.Context(), o, os.Stdout)
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&dir, "output-dir", "o", "bench/results", "directory for the JSON result (empty: print only)")
-	cmd.Flags().IntVar(&rounds, "rounds", 15, "interleaved rounds of every case")
-	cmd.Flags().IntVar(&runs, "runs", 2000, "program runs per case and round")
+	cmd.Flags().StringVarP(&o.Dir, "output-dir", "o", "bench/results", "directory for the JSON result (empty: print only)")
+	cmd.Flags().IntVar(&o.Rounds, "rounds", 15, "interleaved rounds of every case")
+	cmd.Flags().IntVar(&o.Runs, "runs", 2000, "program runs per case and round")
+	cmd.Flags().IntVar(&o.ThroughputRounds, "throughput-rounds", 5, "rounds of TCP bulk transfers with PDM off and on in a lab (0: none)")
+	cmd.Flags().DurationVar(&o.ThroughputDuration, "throughput-duration", o.ThroughputDuration, "length of each bulk transfer")
 	return cmd
 }

@@ -110,13 +110,6 @@ func TestLabBulkRetransmits(t *testing.T) {
 	}
 }
 
-func onOff(on bool) string {
-	if on {
-		return "on"
-	}
-	return "off"
-}
-
 func mbps(b uint64, d time.Duration) float64 {
 	if d <= 0 {
 		return 0
