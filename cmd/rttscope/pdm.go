@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,9 +20,10 @@ func init() { subcommands = append(subcommands, newPDMCmd) }
 func newPDMCmd() *cobra.Command {
 	opts := pdm.Options{Log: os.Stderr}
 	opts.MapSize, opts.Lifetime, opts.TCMode = pdm.DefaultMapSize, pdm.DefaultLifetime, loader.TCModes[0]
-	format, write := pdm.Formats[0], ""
+	format, write, read := pdm.Formats[0], "", ""
+	var localNets []netip.Prefix
 	cmd := &cobra.Command{
-		Use:   "pdm -i IFNAME [-i IFNAME ...] [flags]",
+		Use:   "pdm {-i IFNAME [-i IFNAME ...] | --read FILE} [flags]",
 		Short: "RFC 8250 Performance and Diagnostic Metrics for IPv6 (insert and decode, eBPF)",
 		Long: `pdm adds the IPv6 Performance and Diagnostic Metrics destination option
 (RFC 8250) to the IPv6 TCP, UDP and ICMPv6 echo packets leaving the
@@ -28,17 +31,29 @@ interfaces, and decodes the PDM options of the packets arriving: for each one
 it writes the peer's server delay (dtlr), the peer's round trip (dtls), this
 host's round trip to the peer (round_trip) and the network RTT without the
 peer's delay (network_rtt). Both hosts of a conversation run it. --passive
-only decodes (both directions), never changes a packet.
+only decodes (both directions), never changes a packet. --read FILE decodes
+the PDM options in a pcap or pcapng capture as --passive does live (implies
+--passive; times are capture times).
 
 Packets that already carry extension headers, fragments, GSO packets and
 packets that would exceed the interface MTU leave unchanged and are counted
 (docs/pdm.md). Receivers must accept unknown destination options:
 sysctl net.ipv6.max_dst_opts_number >= 1 (Linux's default is 8).`,
 		Example: `  rttscope pdm -i eth0
-  rttscope pdm -i eth0 --passive -F json -w pdm.json`,
+  rttscope pdm -i eth0 --passive -F json -w pdm.json
+  rttscope pdm --read trace.pcapng --local-net 2001:db8:1::/48`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := opts.Validate(); err != nil {
+			if read != "" {
+				if len(opts.Interfaces) > 0 || opts.Netns != "" || opts.Duration > 0 {
+					return usageError{"--read decodes a capture: -i, --netns and --duration do not apply"}
+				}
+				if err := opts.Config.Validate(); err != nil {
+					return usageError{err.Error()}
+				}
+			} else if len(localNets) > 0 {
+				return usageError{"--local-net only applies with --read"}
+			} else if err := opts.Validate(); err != nil {
 				return usageError{err.Error()}
 			}
 			out := os.Stdout
@@ -57,7 +72,12 @@ sysctl net.ipv6.max_dst_opts_number >= 1 (Linux's default is 8).`,
 			opts.Output = w
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err = pdm.Run(ctx, opts)
+			if read != "" {
+				_, err = pdm.Read(ctx, pdm.ReadOptions{Path: read, MapSize: opts.MapSize, Lifetime: opts.Lifetime,
+					LocalNets: localNets, Output: w, Log: os.Stderr})
+			} else {
+				err = pdm.Run(ctx, opts)
+			}
 			if cerr := w.Close(); err == nil {
 				err = cerr
 			}
@@ -73,28 +93,34 @@ sysctl net.ipv6.max_dst_opts_number >= 1 (Linux's default is 8).`,
 	fl.BoolVar(&opts.Passive, "passive", false, "decode PDM options seen in both directions, insert nothing")
 	fl.VarP(flagval.OneOf(&format, pdm.Formats...), "format", "F", "output format: jsonl (one object per line) or json (one array)")
 	fl.StringVarP(&write, "write", "w", "", "append output to FILE instead of stdout")
+	fl.StringVarP(&read, "read", "r", "", "decode the PDM options in a pcap/pcapng capture (\"-\": stdin) instead of hooking interfaces; implies --passive")
+	fl.Var(flagval.NewPrefixes(&localNets), "local-net", "with --read: packets from this prefix are egress, others ingress (repeatable; default: the capture's direction, else the first sender between two addresses is local)")
 	fl.DurationVar(&opts.Duration, "duration", 0, "stop after this long (0 = run until SIGINT/SIGTERM)")
 	cmd.AddCommand(newPDMBenchCmd())
 	return cmd
 }
 
 func newPDMBenchCmd() *cobra.Command {
-	var dir string
-	var rounds, runs int
+	o := pdm.BenchOptions{ThroughputDuration: 2 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Per-packet cost of the PDM programs (BPF_PROG_TEST_RUN); results under bench/results/",
+		Short: "Per-packet cost of the PDM programs (BPF_PROG_TEST_RUN), TCP throughput with PDM off/on; results under bench/results/",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if rounds < 1 || runs < 1 {
+			if o.Rounds < 1 || o.Runs < 1 {
 				return usageError{"--rounds and --runs must be positive"}
 			}
-			_, err := pdm.Bench(dir, rounds, runs, os.Stdout)
+			if o.ThroughputRounds < 0 || o.ThroughputDuration <= 0 {
+				return usageError{"--throughput-rounds must be >= 0 and --throughput-duration positive"}
+			}
+			_, err := pdm.Bench(cmd.Context(), o, os.Stdout)
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&dir, "output-dir", "o", "bench/results", "directory for the JSON result (empty: print only)")
-	cmd.Flags().IntVar(&rounds, "rounds", 15, "interleaved rounds of every case")
-	cmd.Flags().IntVar(&runs, "runs", 2000, "program runs per case and round")
+	cmd.Flags().StringVarP(&o.Dir, "output-dir", "o", "bench/results", "directory for the JSON result (empty: print only)")
+	cmd.Flags().IntVar(&o.Rounds, "rounds", 15, "interleaved rounds of every case")
+	cmd.Flags().IntVar(&o.Runs, "runs", 2000, "program runs per case and round")
+	cmd.Flags().IntVar(&o.ThroughputRounds, "throughput-rounds", 5, "rounds of TCP bulk transfers with PDM off and on in a lab (0: none)")
+	cmd.Flags().DurationVar(&o.ThroughputDuration, "throughput-duration", o.ThroughputDuration, "length of each bulk transfer")
 	return cmd
 }

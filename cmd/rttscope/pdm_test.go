@@ -17,6 +17,11 @@ func TestPDMUsageErrors(t *testing.T) {
 		{[]string{"pdm", "-i", "lo", "--pdm-lifetime", "0s"}, []string{"--pdm-lifetime", "0s"}},
 		{[]string{"pdm", "-i", "lo", "--tc-mode", "new"}, []string{"--tc-mode", "new"}},
 		{[]string{"pdm", "bench", "--rounds", "0"}, []string{"--rounds"}},
+		{[]string{"pdm", "--read", "x.pcap", "-i", "lo"}, []string{"--read", "-i"}},
+		{[]string{"pdm", "--read", "x.pcap", "--duration", "1s"}, []string{"--read", "--duration"}},
+		{[]string{"pdm", "--read", "x.pcap", "--pdm-map-size", "0"}, []string{"--pdm-map-size", "0"}},
+		{[]string{"pdm", "-i", "lo", "--local-net", "::/0"}, []string{"--local-net", "--read"}},
+		{[]string{"pdm", "--read", "x.pcap", "--local-net", "::/129"}, []string{`invalid --local-net "::/129"`}},
 	} {
 		cliRun(t, true, tc.args...).wantOneLine(t, tc.args, 2, tc.want...)
 	}

@@ -1,6 +1,7 @@
 package pdm
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,6 +37,19 @@ type BenchResult struct {
 	// OverEmpty is each case's median minus the empty program's.
 	OverEmpty map[string]float64 `json:"ns_over_empty"`
 	Targets   map[string]string  `json:"targets"`
+	// Throughput: TCP bulk transfers with PDM off and on (when asked for).
+	Throughput *ThroughputResult `json:"throughput,omitempty"`
+}
+
+// BenchOptions say what `rttscope pdm bench` runs.
+type BenchOptions struct {
+	Dir    string // directory of the JSON result ("" = none)
+	Rounds int    // interleaved rounds of every per-packet case
+	Runs   int    // program runs per case and round
+	// ThroughputRounds of PDM off and on bulk transfers of
+	// ThroughputDuration each (0 = no throughput part).
+	ThroughputRounds   int
+	ThroughputDuration time.Duration
 }
 
 type benchCase struct {
@@ -48,9 +62,11 @@ type benchCase struct {
 	repeatable bool
 }
 
-// Bench measures the per-packet cost of the PDM programs and writes the
-// result as JSON under dir (when not empty) and a summary to log.
-func Bench(dir string, rounds, runs int, log io.Writer) (*BenchResult, error) {
+// Bench measures the per-packet cost of the PDM programs, then (when
+// asked for) the throughput with PDM off and on, and writes the result as
+// JSON under o.Dir (when not empty) and a summary to log.
+func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, error) {
+	dir, rounds, runs := o.Dir, o.Rounds, o.Runs
 	start := time.Now()
 	objs, err := Load(Config{MapSize: DefaultMapSize, Lifetime: DefaultLifetime})
 	if err != nil {
@@ -174,6 +190,11 @@ func Bench(dir string, rounds, runs int, log io.Writer) (*BenchResult, error) {
 		s := r.Cases[n]
 		fmt.Fprintf(log, "%-26s median %6.1f ns/run (IQR %5.1f, min %6.1f, max %6.1f), %+6.1f ns over empty\n",
 			n, s.Median, s.IQR, s.Min, s.Max, r.OverEmpty[n])
+	}
+	if o.ThroughputRounds > 0 {
+		if r.Throughput, err = BenchThroughput(ctx, o.ThroughputRounds, o.ThroughputDuration, log); err != nil {
+			return r, err
+		}
 	}
 	if dir != "" {
 		path := filepath.Join(dir, bench.FileBase("pdm", start)+".json")

@@ -159,6 +159,37 @@ func TestLabTshark(t *testing.T) {
 	checkDelays(t, caps["client"], caps["server"])
 	checkRecords(t, outs[0].Bytes(), caps["client"], caps["server"])
 	checkPassive(t, outs[2].Bytes(), caps["client"], caps["server"])
+	checkReadMatchesLive(t, pcaps["middlebox"], outs[2].Bytes(), l.ServerAddr6[0])
+}
+
+// checkReadMatchesLive: --read of the capture taken where --passive ran
+// gives the records --passive gave live, field for field but for the
+// time (capture time against the hook's) and the interface index. The
+// server's packets leave the middlebox's client-facing interface: egress.
+func checkReadMatchesLive(t *testing.T, pcap string, live []byte, server netip.Addr) {
+	t.Helper()
+	got, _ := readRecords(t, ReadOptions{Path: pcap, LocalNets: []netip.Prefix{netip.PrefixFrom(server, 128)}})
+	var want []Record
+	for _, line := range bytes.Split(bytes.TrimSpace(live), []byte("\n")) {
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("passive record %q: %v", line, err)
+		}
+		want = append(want, r)
+	}
+	var skew time.Duration
+	for i := range want {
+		want[i].Ifindex = 0
+		if i < len(got) {
+			skew = max(skew, time.Duration(got[i].Timestamp-want[i].Timestamp).Abs())
+			got[i].Timestamp = want[i].Timestamp
+		}
+	}
+	t.Logf("--read: %d records as live; capture time vs hook time: at most %v apart", len(got), skew)
+	if len(want) < 2*labRequests {
+		t.Fatalf("%d live passive records, want at least %d", len(want), 2*labRequests)
+	}
+	sameRecords(t, "--read of the middlebox capture vs --passive live", got, want)
 }
 
 // exchange runs labRequests UDP request/response pairs; the server holds

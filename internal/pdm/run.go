@@ -30,12 +30,14 @@ type Options struct {
 	// Ready, when set, is called once every interface is hooked (tests
 	// start their traffic then).
 	Ready func()
+	// Done, when set, receives the counters at exit.
+	Done func(Counters)
 }
 
 // Validate checks the options before anything is loaded.
 func (o Options) Validate() error {
 	if len(o.Interfaces) == 0 {
-		return errors.New("no interface: give at least one -i IFNAME")
+		return errors.New("no interface: give at least one -i IFNAME (or --read FILE to decode a capture)")
 	}
 	if err := o.Config.Validate(); err != nil {
 		return err
@@ -96,8 +98,13 @@ func Run(ctx context.Context, o Options) (err error) {
 		defer cancel()
 	}
 	err = objs.loop(ctx, o.Output)
-	if c, cerr := objs.ReadCounters(); cerr == nil && o.Log != nil {
-		fmt.Fprintf(o.Log, "rttscope pdm: counters %v\n", c.Map())
+	if c, cerr := objs.ReadCounters(); cerr == nil {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "rttscope pdm: counters %v\n", c.Map())
+		}
+		if o.Done != nil {
+			o.Done(c)
+		}
 	}
 	return err
 }

@@ -1,0 +1,182 @@
+package pdm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/rttscope/rttscope/internal/capture"
+	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/probe"
+	"github.com/rttscope/rttscope/internal/testutil"
+)
+
+// readT0 is the capture time of the first packet of readConversation.
+const readT0 = int64(1763900000123456789)
+
+// readConversation is a UDP exchange between hostA:40000 (which speaks
+// first) and hostB:53, every packet carrying PDM, plus an IPv4 packet and
+// an IPv6 packet without PDM, which give no record.
+func readConversation() (frames []capture.TimedFrame, fromA []bool) {
+	a2b := pktcraft.Packet{Src: hostA, Dst: hostB, UDP: &pktcraft.UDP{SrcPort: 40000, DstPort: 53, Payload: []byte("query")}}
+	b2a := pktcraft.Packet{Src: hostB, Dst: hostA, UDP: &pktcraft.UDP{SrcPort: 53, DstPort: 40000, Payload: []byte("answer")}}
+	v4 := pktcraft.Packet{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), UDP: &pktcraft.UDP{SrcPort: 1, DstPort: 2}}
+	ms := int64(time.Millisecond)
+	add := func(ts int64, a bool, b []byte) {
+		frames = append(frames, capture.TimedFrame{Timestamp: readT0 + ts, Data: b})
+		fromA = append(fromA, a)
+	}
+	add(0, true, withPDM(a2b, 0, 0, 100, 0, 0, 0))
+	add(1*ms, true, v4.MustBytes())
+	add(10*ms, false, withPDM(b2a, 34, 0, 500, 100, 0xE35F, 0))
+	add(20*ms, false, b2a.MustBytes())
+	add(30*ms, true, withPDM(a2b, 35, 36, 101, 500, 0x8000, 0xC000))
+	add(35*ms, false, withPDM(b2a, 24, 36, 501, 101, 0xE8D4, 0xC000))
+	return frames, fromA
+}
+
+func i64(v int64) *int64 { return &v }
+
+// wantRead are the records of readConversation with hostA local, worked
+// out by hand: 0xE35F/34 = 999,988.6 ns, 0x8000/35 = 1,125,899.9 ns,
+// 0xC000/36 = 3,377,699.7 ns, 0xE8D4/24 = 999.99 ns (rounded to the ns).
+// Each packet pairs with the last one of the other side whose PSNTP its
+// PSNLR names: network_rtt = its DTLS - that packet's DTLR.
+func wantRead() []Record {
+	a, b := hostA.String(), hostB.String()
+	ms := int64(time.Millisecond)
+	return []Record{
+		{Timestamp: readT0, SrcIP: a, SrcPort: 40000, DestIP: b, DestPort: 53, Protocol: "UDP", Direction: "egress",
+			PSNThisPkt: 100},
+		{Timestamp: readT0 + 10*ms, SrcIP: b, SrcPort: 53, DestIP: a, DestPort: 40000, Protocol: "UDP", Direction: "ingress",
+			PSNThisPkt: 500, PSNLastRecv: 100, ScaleDTLR: 34, DeltaLastRecv: 0xE35F, DTLR: 999_989, NetworkRTT: i64(0)},
+		{Timestamp: readT0 + 30*ms, SrcIP: a, SrcPort: 40000, DestIP: b, DestPort: 53, Protocol: "UDP", Direction: "egress",
+			PSNThisPkt: 101, PSNLastRecv: 500, ScaleDTLR: 35, DeltaLastRecv: 0x8000, ScaleDTLS: 36, DeltaLastSent: 0xC000,
+			DTLR: 1_125_900, DTLS: 3_377_700, NetworkRTT: i64(3_377_700 - 999_989)},
+		{Timestamp: readT0 + 35*ms, SrcIP: b, SrcPort: 53, DestIP: a, DestPort: 40000, Protocol: "UDP", Direction: "ingress",
+			PSNThisPkt: 501, PSNLastRecv: 101, ScaleDTLR: 24, DeltaLastRecv: 0xE8D4, ScaleDTLS: 36, DeltaLastSent: 0xC000,
+			DTLR: 1000, DTLS: 3_377_700, NetworkRTT: i64(3_377_700 - 1_125_900)},
+	}
+}
+
+func flipped(recs []Record) []Record {
+	out := make([]Record, len(recs))
+	for i, r := range recs {
+		r.Direction = map[string]string{"egress": "ingress", "ingress": "egress"}[r.Direction]
+		out[i] = r
+	}
+	return out
+}
+
+func readRecords(t *testing.T, o ReadOptions) ([]Record, ReadSummary) {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, "jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Output, o.MapSize, o.Lifetime = w, DefaultMapSize, DefaultLifetime
+	sum, err := Read(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []Record
+	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("record %q: %v", line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs, sum
+}
+
+func sameRecords(t *testing.T, what string, got, want []Record) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d records, want %d: %+v", what, len(got), len(want), got)
+	}
+	for i := range got {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			g, _ := json.Marshal(got[i])
+			w, _ := json.Marshal(want[i])
+			t.Errorf("%s: record %d:\n got %s\nwant %s", what, i, g, w)
+		}
+	}
+}
+
+// TestReadCapture: --read decodes a capture to the records worked out by
+// hand, to the ns and at the capture times, whichever way the direction
+// is decided (first sender, --local-net, pcapng flags).
+func TestReadCapture(t *testing.T) {
+	testutil.RequireRoot(t)
+	frames, fromA := readConversation()
+	dir := t.TempDir()
+
+	pcap := filepath.Join(dir, "conv.pcap")
+	if err := capture.WritePcap(pcap, capture.LinkTypeEthernet, true, frames); err != nil {
+		t.Fatal(err)
+	}
+	got, sum := readRecords(t, ReadOptions{Path: pcap})
+	sameRecords(t, "pcap, first sender local", got, wantRead())
+	if sum.Packets != 6 || sum.Fed != 5 || sum.Records != 4 || sum.Counters[probe.PdmPdmCounterPDM_C_PDM_SEEN] != 4 {
+		t.Errorf("summary %+v: want 6 packets, 5 IPv6, 4 records, 4 PDM seen", sum)
+	}
+
+	got, _ = readRecords(t, ReadOptions{Path: pcap, LocalNets: []netip.Prefix{netip.PrefixFrom(hostB, 128)}})
+	sameRecords(t, "pcap, --local-net hostB", got, flipped(wantRead()))
+
+	// pcapng with directions as captured on hostB: they win over the
+	// first-sender rule.
+	for i := range frames {
+		frames[i].Direction = capture.DirOutbound
+		if fromA[i] {
+			frames[i].Direction = capture.DirInbound
+		}
+	}
+	ng := filepath.Join(dir, "conv.pcapng.gz")
+	if err := capture.WritePcapng(ng, []uint16{capture.LinkTypeEthernet}, frames); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = readRecords(t, ReadOptions{Path: ng})
+	sameRecords(t, "pcapng with directions", got, flipped(wantRead()))
+}
+
+// TestReadMatchesPrograms: a capture read gives exactly the records the
+// passive programs give when run on the same packets at the same times in
+// the same directions (the live data path, here through test runs).
+func TestReadMatchesPrograms(t *testing.T) {
+	frames, fromA := readConversation()
+	h := newHarness(t, Config{Passive: true})
+	var want []Record
+	for i, f := range frames {
+		if !bytes.Equal(f.Data[12:14], []byte{0x86, 0xdd}) {
+			continue
+		}
+		if fromA[i] {
+			h.egress(f.Data, uint64(f.Timestamp))
+		} else {
+			h.ingress(f.Data, uint64(f.Timestamp))
+		}
+		for _, e := range h.events() {
+			r := NewRecord(&e, 0)
+			r.Ifindex = 0
+			want = append(want, r)
+		}
+	}
+	pcap := filepath.Join(t.TempDir(), "conv.pcap")
+	if err := capture.WritePcap(pcap, capture.LinkTypeEthernet, true, frames); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readRecords(t, ReadOptions{Path: pcap})
+	sameRecords(t, "read vs programs", got, want)
+	sameRecords(t, "programs vs by hand", want, wantRead())
+}
