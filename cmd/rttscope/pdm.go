@@ -20,6 +20,7 @@ func init() { subcommands = append(subcommands, newPDMCmd) }
 func newPDMCmd() *cobra.Command {
 	opts := pdm.Options{Log: os.Stderr}
 	opts.MapSize, opts.Lifetime, opts.TCMode = pdm.DefaultMapSize, pdm.DefaultLifetime, loader.TCModes[0]
+	opts.Report, opts.Interval = pdm.ReportModes[0], 10*time.Second
 	format, write, read := pdm.Formats[0], "", ""
 	var localNets []netip.Prefix
 	cmd := &cobra.Command{
@@ -50,6 +51,9 @@ sysctl net.ipv6.max_dst_opts_number >= 1 (Linux's default is 8).`,
 				}
 				if err := opts.Config.Validate(); err != nil {
 					return usageError{err.Error()}
+				}
+				if opts.Report != pdm.ReportPacket {
+					return usageError{"--read writes a record per PDM option: --pdm-report interval does not apply"}
 				}
 			} else if len(localNets) > 0 {
 				return usageError{"--local-net only applies with --read"}
@@ -90,6 +94,8 @@ sysctl net.ipv6.max_dst_opts_number >= 1 (Linux's default is 8).`,
 	fl.Var(flagval.OneOf(&opts.TCMode, loader.TCModes...), "tc-mode", "tc attach: auto (TCX, else clsact), tcx (Linux 6.6+) or clsact")
 	fl.Uint32Var(&opts.MapSize, "pdm-map-size", opts.MapSize, "5-tuples with PDM state; when full, new ones are refused (counted), never evicted")
 	fl.DurationVar(&opts.Lifetime, "pdm-lifetime", opts.Lifetime, "state of a 5-tuple idle this long starts over (new random PSN) and is freed")
+	fl.Var(flagval.OneOf(&opts.Report, pdm.ReportModes...), "pdm-report", "packet (a record per PDM option received) or interval (count, sum, min, max of dtlr, dtls and network_rtt per 5-tuple, folded in the kernel, a record per --interval)")
+	fl.DurationVar(&opts.Interval, "interval", opts.Interval, "with --pdm-report interval: how often to write the records")
 	fl.BoolVar(&opts.Passive, "passive", false, "decode PDM options seen in both directions, insert nothing")
 	fl.VarP(flagval.OneOf(&format, pdm.Formats...), "format", "F", "output format: jsonl (one object per line) or json (one array)")
 	fl.StringVarP(&write, "write", "w", "", "append output to FILE instead of stdout")

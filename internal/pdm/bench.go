@@ -73,6 +73,13 @@ func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, er
 		return nil, err
 	}
 	defer func() { _ = objs.Close() }()
+	// --pdm-report interval: the same programs folding into accumulators
+	// instead of sending events.
+	iobjs, err := Load(Config{MapSize: DefaultMapSize, Lifetime: DefaultLifetime, Report: ReportInterval})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = iobjs.Close() }()
 	var empty probe.EmptyObjects
 	if err := probe.LoadEmptyObjects(&empty, nil); err != nil {
 		return nil, fmt.Errorf("load empty program: %w", err)
@@ -110,6 +117,8 @@ func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, er
 		{"egress_skip_ipv4", objs.PdmTcEgress, v4.MustBytes(), true},
 		{"ingress_pdm_udp", objs.PdmTcIngress, withOpt.MustBytes(), true},
 		{"ingress_no_pdm_udp", objs.PdmTcIngress, rep.MustBytes(), true},
+		{"ingress_pdm_udp_interval", iobjs.PdmTcIngress, withOpt.MustBytes(), true},
+		{"ingress_no_pdm_udp_interval", iobjs.PdmTcIngress, rep.MustBytes(), true},
 	}
 	// Warm-up: state exists, caches are hot.
 	for _, c := range cases {
@@ -188,7 +197,7 @@ func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, er
 	}
 	for _, n := range names {
 		s := r.Cases[n]
-		fmt.Fprintf(log, "%-26s median %6.1f ns/run (IQR %5.1f, min %6.1f, max %6.1f), %+6.1f ns over empty\n",
+		fmt.Fprintf(log, "%-34s median %6.1f ns/run (IQR %5.1f, min %6.1f, max %6.1f), %+6.1f ns over empty\n",
 			n, s.Median, s.IQR, s.Min, s.Max, r.OverEmpty[n])
 	}
 	if o.ThroughputRounds > 0 {

@@ -23,6 +23,9 @@ type Config struct {
 	MapSize  uint32        // 5-tuples with state (--pdm-map-size)
 	Lifetime time.Duration // idle state starts over after this (--pdm-lifetime)
 	Passive  bool          // decode PDM only, never insert (--passive)
+	// Report is ReportPacket (a record per PDM option) or ReportInterval
+	// (per-5-tuple accumulators in the kernel, read every interval).
+	Report string
 
 	// TstampClock makes the programs read the time from skb->tstamp
 	// instead of the monotonic clock: BPF_PROG_TEST_RUN tests set the
@@ -30,8 +33,20 @@ type Config struct {
 	TstampClock bool
 }
 
+// Report modes (--pdm-report).
+const (
+	ReportPacket   = "packet"
+	ReportInterval = "interval"
+)
+
+// ReportModes are the values of --pdm-report, the default first.
+var ReportModes = []string{ReportPacket, ReportInterval}
+
 // Validate names the flag of a value that cannot work.
 func (c Config) Validate() error {
+	if c.Report != "" && c.Report != ReportPacket && c.Report != ReportInterval {
+		return fmt.Errorf("invalid --pdm-report %q: want packet or interval", c.Report)
+	}
 	if c.MapSize < 1 || c.MapSize > 1<<24 {
 		return fmt.Errorf("invalid --pdm-map-size %d: want 1 .. %d", c.MapSize, 1<<24)
 	}
@@ -61,12 +76,16 @@ func Load(cfg Config) (*Objects, error) {
 		return nil, fmt.Errorf("parse embedded PDM BPF object: %w", err)
 	}
 	spec.Maps[probe.PdmMapPdmFlows].MaxEntries = cfg.MapSize
+	spec.Maps[probe.PdmMapPdmAcc].MaxEntries = 2 * cfg.MapSize
 	bc := probe.PdmPdmConfig{LifetimeNs: uint64(cfg.Lifetime)}
 	if cfg.Passive {
 		bc.Passive = 1
 	}
 	if cfg.TstampClock {
 		bc.TstampClock = 1
+	}
+	if cfg.Report == ReportInterval {
+		bc.Interval = 1
 	}
 	if err := spec.Variables[probe.PdmVarPdmCfg].Set(bc); err != nil {
 		return nil, fmt.Errorf("configure PDM programs: %w", err)
@@ -106,6 +125,8 @@ var counterNames = [...]string{
 	probe.PdmPdmCounterPDM_C_MAP_FULL:      "state_refused_map_full",
 	probe.PdmPdmCounterPDM_C_EVENTS:        "events",
 	probe.PdmPdmCounterPDM_C_RINGBUF_FULL:  "events_lost_ringbuf_full",
+	probe.PdmPdmCounterPDM_C_FOLDED:        "folded",
+	probe.PdmPdmCounterPDM_C_ACC_FULL:      "fold_lost_map_full",
 }
 
 // Map returns the counters by name.

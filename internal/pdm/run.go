@@ -25,6 +25,8 @@ type Options struct {
 	TCMode     string // one of loader.TCModes ("" = auto)
 	Config
 	Duration time.Duration // 0 = until ctx ends
+	// Interval between the records of --pdm-report interval.
+	Interval time.Duration
 	Output   *Writer
 	Log      io.Writer // attach modes and the counters at exit
 	// Ready, when set, is called once every interface is hooked (tests
@@ -41,6 +43,9 @@ func (o Options) Validate() error {
 	}
 	if err := o.Config.Validate(); err != nil {
 		return err
+	}
+	if o.Report == ReportInterval && o.Interval <= 0 {
+		return fmt.Errorf("invalid --interval %v: want a positive duration", o.Interval)
 	}
 	return (loader.AttachOptions{TCMode: o.TCMode}).Validate()
 }
@@ -97,7 +102,11 @@ func Run(ctx context.Context, o Options) (err error) {
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
-	err = objs.loop(ctx, o.Output)
+	if o.Report == ReportInterval {
+		err = objs.intervalLoop(ctx, o.Output, o.Interval)
+	} else {
+		err = objs.loop(ctx, o.Output)
+	}
 	if c, cerr := objs.ReadCounters(); cerr == nil {
 		if o.Log != nil {
 			fmt.Fprintf(o.Log, "rttscope pdm: counters %v\n", c.Map())
@@ -148,6 +157,53 @@ func (o *Objects) loop(ctx context.Context, w *Writer) error {
 		}
 	}
 	return w.Flush()
+}
+
+// intervalSettle is how long Collect waits after starting an interval.
+const intervalSettle = time.Millisecond
+
+// intervalLoop writes the accumulators of each interval (and of the last,
+// partial one at exit) and sweeps idle state until ctx ends.
+func (o *Objects) intervalLoop(ctx context.Context, w *Writer, every time.Duration) error {
+	sweepEvery := max(time.Second, o.Config.Lifetime/2)
+	nextSweep := time.Now().Add(sweepEvery)
+	start := time.Now()
+	if _, err := o.Collect(0); err != nil { // leftovers of no interval
+		return err
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		var done bool
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+		}
+		accs, err := o.Collect(intervalSettle)
+		if err != nil {
+			return err
+		}
+		end := time.Now()
+		for i := range accs {
+			if err := w.Write(NewIntervalRecord(&accs[i], end, end.Sub(start))); err != nil {
+				return err
+			}
+		}
+		start = end
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(nextSweep) {
+			if _, err := o.Sweep(monoNow()); err != nil {
+				return err
+			}
+			nextSweep = time.Now().Add(sweepEvery)
+		}
+	}
 }
 
 // decodeEvent fills e from a ring buffer sample (the layout of struct
