@@ -1,0 +1,111 @@
+package pdm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/testutil"
+)
+
+// TestLabInterval: rttscope pdm --pdm-report interval on both ends of a
+// lab path; the client's interval records of the UDP exchange count one
+// DTLR and one network RTT per reply, summed over the intervals, and
+// every record is consistent (min <= mean <= max). No timing checks.
+func TestLabInterval(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := lab.New(ctx, lab.Config{Prefix: "rspdmiv", Paths: []lab.PathSpec{{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close lab: %v", err)
+		}
+	})
+	srv, cli := l.Servers[0], l.Client
+	for _, n := range []*lab.Node{srv, cli} {
+		if err := n.SetSysctl("net.ipv6.max_dst_opts_number", "8"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	runs := []struct {
+		node   *lab.Node
+		ifname string
+	}{{cli, lab.ClientIf}, {srv, lab.ServerIf}}
+	outs := make([]*bytes.Buffer, len(runs))
+	errs := make([]error, len(runs))
+	ready := make(chan struct{}, len(runs))
+	for i, r := range runs {
+		outs[i] = new(bytes.Buffer)
+		w, _ := NewWriter(outs[i], "jsonl")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = Run(runCtx, Options{Interfaces: []string{r.ifname}, Netns: r.node.Name, Output: w,
+				Ready: func() { ready <- struct{}{} }, Interval: 100 * time.Millisecond,
+				Config: Config{MapSize: DefaultMapSize, Lifetime: DefaultLifetime, Report: ReportInterval}})
+			_ = w.Close()
+		}()
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopRun()
+			wg.Wait()
+		}
+	}
+	defer stop()
+	for range runs {
+		select {
+		case <-ready:
+		case <-time.After(30 * time.Second):
+			stop()
+			t.Fatalf("rttscope pdm not attached after 30 s: %v", errs)
+		}
+	}
+	to := netip.AddrPortFrom(l.ServerAddr6[0], labPort)
+	exchange(t, cli, srv, to)
+	stop()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("rttscope pdm (%d): %v", i, err)
+		}
+	}
+	var dtlr, net Stat
+	n := 0
+	sc := bufio.NewScanner(outs[0])
+	for sc.Scan() {
+		var r IntervalRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%v: %s", err, sc.Bytes())
+		}
+		for _, s := range []Stat{r.DTLR, r.DTLS, r.NetworkRTT} {
+			if s.Count > 0 && (s.Min > s.Max || s.Sum < s.Min*s.Count || s.Sum > s.Max*s.Count) {
+				t.Errorf("inconsistent %+v in %s", s, sc.Bytes())
+			}
+		}
+		if r.Protocol != "UDP" || r.SrcPort != labPort || r.Direction != "ingress" {
+			continue
+		}
+		n++
+		dtlr.Count += r.DTLR.Count
+		net.Count += r.NetworkRTT.Count
+	}
+	if n == 0 || dtlr.Count != labRequests || net.Count != labRequests {
+		t.Errorf("client: %d UDP records, %d DTLR and %d network RTT samples, want %d each\n%s",
+			n, dtlr.Count, net.Count, labRequests, outs[0].Bytes())
+	}
+	t.Logf("client: %d interval records of the UDP exchange", n)
+}
