@@ -45,6 +45,9 @@ sysctl net.ipv6.max_dst_opts_number >= 1 (Linux's default is 8).`,
   rttscope pdm --read trace.pcapng --local-net 2001:db8:1::/48`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("interval") && opts.Report != pdm.ReportInterval {
+				return usageError{"--interval needs --pdm-report interval"}
+			}
 			if read != "" {
 				if len(opts.Interfaces) > 0 || opts.Netns != "" || opts.Duration > 0 {
 					return usageError{"--read decodes a capture: -i, --netns and --duration do not apply"}

@@ -19,6 +19,7 @@ func TestPDMUsageErrors(t *testing.T) {
 		{[]string{"pdm", "-i", "lo", "--pdm-report", "flow"}, []string{"--pdm-report", "flow", "interval"}},
 		{[]string{"pdm", "-i", "lo", "--pdm-report", "interval", "--interval", "0s"}, []string{"--interval", "0s"}},
 		{[]string{"pdm", "--read", "x.pcap", "--pdm-report", "interval"}, []string{"--read", "--pdm-report"}},
+		{[]string{"pdm", "-i", "lo", "--interval", "5s"}, []string{"--interval needs --pdm-report interval"}},
 		{[]string{"pdm", "bench", "--rounds", "0"}, []string{"--rounds"}},
 		{[]string{"pdm", "--read", "x.pcap", "-i", "lo"}, []string{"--read", "-i"}},
 		{[]string{"pdm", "--read", "x.pcap", "--duration", "1s"}, []string{"--read", "--duration"}},
