@@ -40,22 +40,9 @@ func TestLabBulkRetransmits(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	l, err := lab.New(ctx, lab.Config{Prefix: "rspdmbulk", ForceUserspaceDelay: true,
+	l := pdmLab(ctx, t, lab.Config{Prefix: "rspdmbulk", ForceUserspaceDelay: true,
 		Paths: []lab.PathSpec{{DelayToServer: bulkDelay, DelayToClient: bulkDelay, RateBitsPerSec: bulkRate}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close lab: %v", err)
-		}
-	})
 	srv, cli := l.Servers[0], l.Client
-	for _, n := range []*lab.Node{srv, cli} {
-		if err := n.SetSysctl("net.ipv6.max_dst_opts_number", "8"); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if out, err := cli.Command(ctx, "ip", "-6", "route", "add", netip.PrefixFrom(l.ServerAddr6[0], 128).String(),
 		"via", l.MiddleboxAddr6.String(), "dev", lab.ClientIf, "mtu", strconv.Itoa(bulkRouteMTU)).CombinedOutput(); err != nil {
 		t.Fatalf("ip route: %v\n%s", err, out)

@@ -22,21 +22,8 @@ func TestLabInterval(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l, err := lab.New(ctx, lab.Config{Prefix: "rspdmiv", Paths: []lab.PathSpec{{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close lab: %v", err)
-		}
-	})
+	l := pdmLab(ctx, t, lab.Config{Prefix: "rspdmiv", Paths: []lab.PathSpec{{}}})
 	srv, cli := l.Servers[0], l.Client
-	for _, n := range []*lab.Node{srv, cli} {
-		if err := n.SetSysctl("net.ipv6.max_dst_opts_number", "8"); err != nil {
-			t.Fatal(err)
-		}
-	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	runs := []struct {

@@ -53,21 +53,8 @@ func TestLabTshark(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l, err := lab.New(ctx, lab.Config{Prefix: "rspdm", Paths: []lab.PathSpec{{DelayToServer: labToServer, DelayToClient: labToClient}}, ForceUserspaceDelay: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close lab: %v", err)
-		}
-	})
+	l := pdmLab(ctx, t, lab.Config{Prefix: "rspdm", Paths: []lab.PathSpec{{DelayToServer: labToServer, DelayToClient: labToClient}}, ForceUserspaceDelay: true})
 	srv, cli := l.Servers[0], l.Client
-	for _, n := range []*lab.Node{srv, cli} {
-		if err := n.SetSysctl("net.ipv6.max_dst_opts_number", "8"); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	dir := t.TempDir()
 	pcaps := map[string]string{}
