@@ -17,6 +17,9 @@ import (
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
 
+// benchSubcommands are the studies under `rttscope bench` (bench_*.go).
+var benchSubcommands []func() *cobra.Command
+
 const benchLong = `Measure what rttscope's BPF programs cost per packet, beside an empty tc
 program, and record the numbers (nothing is asserted):
 
@@ -44,6 +47,11 @@ program, and record the numbers (nothing is asserted):
             throughput, BPF ns/packet, softirq CPU and the monitor's CPU;
             the summary compares with the performance targets
             (bench/README.md).
+
+Studies (subcommands, each with its own --help): forwarding (router
+modes: kernel, tc BPF, XDP, nftables flowtable), monitor (rttscope's modes,
+tcpdump and external monitors on a router), hooks (BPF tracing program
+types). Each writes an HTML report with plots beside its JSON and CSV.
 
 Configurations run interleaved inside the run, --reps times each; the
 summary gives median, quartiles and the difference and ratio to the empty
@@ -136,6 +144,11 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+	for _, sub := range benchSubcommands {
+		c := sub()
+		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+		cmd.AddCommand(c)
+	}
 	f := cmd.Flags()
 	f.IntVar(&o.Reps, "reps", def.Reps, "repetitions of every configuration (interleaved)")
 	f.DurationVar(&o.Duration, "duration", def.Duration, "live: measured time per window")

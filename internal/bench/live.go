@@ -163,7 +163,7 @@ func runLiveWindows(ctx context.Context, o *Options, res *Result, group string, 
 	for rep := 0; rep < o.Reps; rep++ {
 		// Rotated, and reversed on every other rep, so that no
 		// configuration always follows the same one.
-		order := rotated(progs, rep/2)
+		order := rotate(progs, rep/2)
 		if rep%2 == 1 {
 			order = reversed(order)
 		}
@@ -181,14 +181,6 @@ func runLiveWindows(ctx context.Context, o *Options, res *Result, group string, 
 		}
 	}
 	return nil
-}
-
-func rotated[T any](s []T, n int) []T {
-	if len(s) == 0 {
-		return s
-	}
-	n %= len(s)
-	return append(append([]T{}, s[n:]...), s[:n]...)
 }
 
 func reversed[T any](s []T) []T {

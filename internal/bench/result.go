@@ -138,6 +138,8 @@ type Machine struct {
 	LoadAvgEnd   string `json:"loadavg_end,omitempty"`
 	// BPFStatsEnabled is kernel.bpf_stats_enabled as found at the start.
 	BPFStatsEnabled string `json:"bpf_stats_enabled_at_start,omitempty"`
+	// Command is the command line of the run.
+	Command string `json:"command_line,omitempty"`
 	// BPFJIT is net.core.bpf_jit_enable.
 	BPFJIT string `json:"bpf_jit_enable,omitempty"`
 }
@@ -155,6 +157,12 @@ type Result struct {
 	Windows []LiveWindow `json:"live_windows,omitempty"`
 	// LoadWindows are the raw counters of every load measurement window.
 	LoadWindows []LoadWindow `json:"load_windows,omitempty"`
+	// Runs are the windows of a study (study.go), warm-up rounds included.
+	Runs []StudyRun `json:"runs,omitempty"`
+	// Derived are figures computed from several series.
+	Derived []Derived `json:"derived,omitempty"`
+	// Unavailable are a study's configurations this machine could not run.
+	Unavailable []UnavailableConfig `json:"unavailable,omitempty"`
 	// EventsRuns are the raw records of the events phase.
 	EventsRuns []EventsRun `json:"events_runs,omitempty"`
 	// Targets are the performance targets (bench/README.md) with what
@@ -191,6 +199,7 @@ type Settings struct {
 	EventsPhase   bool   `json:"events"`
 	// Load and Events are the settings of those phases when they ran.
 	Load   *LoadSettings   `json:"load_settings,omitempty"`
+	Study  *StudySettings  `json:"study,omitempty"`
 	Events *EventsSettings `json:"events_settings,omitempty"`
 }
 

@@ -109,6 +109,7 @@ func PairedRatios(a, b []float64) []float64 {
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 func nan() float64 { return math.NaN() }
+
 // tQuantile975 is the 0.975 quantile of Student's t distribution with df
 // degrees of freedom (df >= 1): the two-sided 95 % interval.
 func tQuantile975(df int) float64 {
@@ -147,4 +148,3 @@ func RatioCI(ratios []float64) (geo, lo, hi float64, ok bool) {
 	half := tQuantile975(n-1) * math.Sqrt(sq/float64(n-1)/float64(n))
 	return math.Exp(mean), math.Exp(mean - half), math.Exp(mean + half), true
 }
-

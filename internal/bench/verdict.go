@@ -33,17 +33,21 @@ const (
 // interval's ends move by well under 1 % of its width between seeds).
 const bootstrapResamples = 4000
 
+// minBootstrapN is the fewest repetitions an interval is computed from:
+// resampling two values tells nothing (the percentile interval of n
+// values is too narrow for small n anyway: use the default 10).
+const minBootstrapN = 3
+
 // bootstrapSeed makes reports reproducible: the same values give the same
 // interval.
 const bootstrapSeed = 0x5eed
 
 // BootstrapRatio is the 95 % percentile bootstrap confidence interval of
-// mean(a) / mean(b). With paired (the two series ran interleaved, rep i of
+// mean(a) / mean(b) (needs minBootstrapN values on each side). With paired (the two series ran interleaved, rep i of
 // one next to rep i of the other, and have the same length) the rep
 // indices are resampled jointly, which cancels slow drifts of the machine
 // common to both; else each series is resampled on its own. ok is false
-// with fewer than two values on either side or a baseline mean that can
-// reach zero.
+// with fewer values or a baseline mean that can reach zero.
 func BootstrapRatio(a, b []float64, paired bool) (lo, hi float64, ok bool) {
 	return bootstrap(a, b, paired, func(ma, mb float64) float64 {
 		if mb == 0 {
@@ -60,7 +64,7 @@ func BootstrapDiff(a, b []float64, paired bool) (lo, hi float64, ok bool) {
 }
 
 func bootstrap(a, b []float64, paired bool, stat func(ma, mb float64) float64) (lo, hi float64, ok bool) {
-	if len(a) < 2 || len(b) < 2 {
+	if len(a) < minBootstrapN || len(b) < minBootstrapN {
 		return 0, 0, false
 	}
 	paired = paired && len(a) == len(b)
