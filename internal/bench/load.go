@@ -455,33 +455,100 @@ type monitorProc struct {
 	mu     sync.Mutex
 	stats  *MonitorStats
 	readWG sync.WaitGroup
+	// keepRTT: keep the RTT samples (rtts, under mu)
+	keepRTT bool
+	rtts    []rttSample
 }
 
-func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorProc, error) {
-	// The monitor writes to a file, as on a router: a pipe would let this
-	// process, starved of CPU by the traffic it generates, throttle the
-	// monitor (and hold up its exit) through back-pressure.
-	f, err := os.CreateTemp("", "rttscope-bench-monitor-*.jsonl")
-	if err != nil {
-		return nil, err
+func (lb *loadBench) startMonitor(_ context.Context, mode string) (*monitorProc, error) {
+	return startMonitorProc(lb.bin, lb.lab.Middlebox.Name, lb.ifname, monitorArgs(mode), false, false)
+}
+
+// startMonitorProc runs `BIN monitor --netns NETNS -i IFNAME ARGS...`
+// writing to a temporary file (-w), or with toPipe to its stdout; with
+// keepRTT it keeps every RTT sample with the time it was read
+// (rttsBetween).
+//
+// The file is what a router would do, and this process, starved of CPU by
+// the traffic it generates, cannot throttle the monitor (or hold up its
+// exit) through a pipe's back-pressure; but the monitor writes a file out
+// only when its buffer fills and at exit. Windows that need the samples
+// as they come (RTT under load) use the pipe.
+func startMonitorProc(bin, netns, ifname string, args []string, keepRTT, toPipe bool) (*monitorProc, error) {
+	var f *os.File
+	var path string
+	var pw *os.File
+	var err error
+	if toPipe {
+		if f, pw, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		args = append([]string{"monitor", "--netns", netns, "-i", ifname}, args...)
+	} else {
+		if f, err = os.CreateTemp("", "rttscope-bench-monitor-*.jsonl"); err != nil {
+			return nil, err
+		}
+		path = f.Name()
+		args = append([]string{"monitor", "--netns", netns, "-i", ifname, "-w", path}, args...)
 	}
-	path := f.Name()
-	args := append([]string{"monitor", "--netns", lb.lab.Middlebox.Name, "-i", lb.ifname, "-w", path}, monitorArgs(mode)...)
-	m := &monitorProc{done: make(chan error, 1), exited: make(chan struct{}), stderr: &testutil.Buffer{}, path: path}
-	m.cmd = exec.Command(lb.bin, args...)
+	m := &monitorProc{done: make(chan error, 1), exited: make(chan struct{}), stderr: &testutil.Buffer{}, path: path, keepRTT: keepRTT}
+	m.cmd = exec.Command(bin, args...)
 	m.cmd.Stderr = m.stderr
-	if err := startChild(m.cmd, func(werr error) {
+	if pw != nil {
+		m.cmd.Stdout = pw
+	}
+	err = startChild(m.cmd, func(werr error) {
 		close(m.exited)
 		m.readWG.Wait()
 		m.done <- werr
-	}); err != nil {
+	})
+	if pw != nil {
+		pw.Close() // the child holds its copy; EOF comes when it exits
+	}
+	if err != nil {
 		f.Close()
-		_ = os.Remove(path)
-		return nil, fmt.Errorf("start %s: %w", lb.bin, err)
+		if path != "" {
+			_ = os.Remove(path)
+		}
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	m.readWG.Add(1)
 	go m.read(f)
 	return m, nil
+}
+
+// rttSample is one RTT record of the monitor and when it was read.
+type rttSample struct {
+	at time.Time
+	ns int64
+}
+
+// rttsBetween returns the RTTs (ns) read between a and b.
+func (m *monitorProc) rttsBetween(a, b time.Time) []float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []float64
+	for _, s := range m.rtts {
+		if !s.at.Before(a) && s.at.Before(b) {
+			out = append(out, float64(s.ns))
+		}
+	}
+	return out
+}
+
+// parseRTTField reads the integer after "rtt": in a jsonl record.
+func parseRTTField(line []byte) (int64, bool) {
+	i := bytes.Index(line, []byte(`"rtt":`))
+	if i < 0 {
+		return 0, false
+	}
+	var n int64
+	j := i + len(`"rtt":`)
+	start := j
+	for ; j < len(line) && line[j] >= '0' && line[j] <= '9'; j++ {
+		n = n*10 + int64(line[j]-'0')
+	}
+	return n, j > start
 }
 
 // read follows the monitor's output file as it grows, counting records
@@ -489,7 +556,9 @@ func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorPro
 // file is read to its end.
 func (m *monitorProc) read(f *os.File) {
 	defer m.readWG.Done()
-	defer func() { _ = os.Remove(m.path) }() // a temporary file
+	if m.path != "" {
+		defer func() { _ = os.Remove(m.path) }() // a temporary file
+	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 1<<20)
 	statsTag := []byte(`"type":"stats"`)
@@ -529,6 +598,13 @@ func (m *monitorProc) count(line, statsTag []byte) {
 	switch {
 	case bytes.Contains(line, []byte(`"rtt":`)):
 		m.rtt.Add(1)
+		if m.keepRTT {
+			if ns, ok := parseRTTField(line); ok {
+				m.mu.Lock()
+				m.rtts = append(m.rtts, rttSample{time.Now(), ns})
+				m.mu.Unlock()
+			}
+		}
 	case bytes.Contains(line, []byte(`"flow_event":`)):
 		m.flow.Add(1)
 	case bytes.Contains(line, []byte(`"type":"aggregate"`)):

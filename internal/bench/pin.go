@@ -121,3 +121,22 @@ func threadIDs() ([]int, error) {
 	}
 	return tids, nil
 }
+
+// unpinProcess lets every thread of process pid run on every CPU again
+// (for helpers that measure and must not compete with the pinned traffic).
+func unpinProcess(pid int) error {
+	var all unix.CPUSet
+	for c := 0; c < runtime.NumCPU(); c++ {
+		all.Set(c)
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			_ = unix.SchedSetaffinity(tid, &all) // a thread may have exited
+		}
+	}
+	return nil
+}
