@@ -178,7 +178,9 @@ func RunForwarding(ctx context.Context, o ForwardingOptions) (_ *Result, err err
 	}
 	st.Details["traffic"] = fmt.Sprintf("tcp-1: one TCP flow as fast as it goes; tcp-%d: %d flows; udp-%dB: %d sender(s) of %d B datagrams as fast as they go",
 		o.TCPFlows, o.TCPFlows, o.UDPPayload, o.UDPSenders, o.UDPPayload)
-	st.Window = func(ctx context.Context, _ StudyCase, _ StudyConfig) (map[string]float64, any, error) { return fb.window(ctx) }
+	st.Window = func(ctx context.Context, _ StudyCase, _ StudyConfig) (map[string]float64, any, error) {
+		return fb.window(ctx)
+	}
 	return RunStudy(ctx, o.Name, st, o.Progress)
 }
 

@@ -197,9 +197,9 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			{MetricOutputBPS, "bytes/s", "capture file (tcpdump) or stdout+stderr bytes (externals) over the monitor's life", false},
 		},
 		Details: map[string]string{
-			"topology": "lab with a direct path: client ─veth─ router (mb-cli | mb-srv0) ─veth─ server, kernel forwarding, every veth without GRO/TSO; the monitors watch mb-srv0",
-			"rttscope": "rttscope monitor --netns ROUTER -i mb-srv0 --tc-mode tcx -F jsonl --stats-interval 1s -w FILE, plus: per-sample --rate-limit 0; sampled: defaults; aggregated: --aggregate 1s; flow-summary: --flow-summary --flow-summary-interval 1s",
-			"tcpdump":  "tcpdump -n -i mb-srv0 -w FILE (full packets), stopped with SIGINT",
+			"topology":  "lab with a direct path: client ─veth─ router (mb-cli | mb-srv0) ─veth─ server, kernel forwarding, every veth without GRO/TSO; the monitors watch mb-srv0",
+			"rttscope":  "rttscope monitor --netns ROUTER -i mb-srv0 --tc-mode tcx -F jsonl --stats-interval 1s -w FILE, plus: per-sample --rate-limit 0; sampled: defaults; aggregated: --aggregate 1s; flow-summary: --flow-summary --flow-summary-interval 1s",
+			"tcpdump":   "tcpdump -n -i mb-srv0 -w FILE (full packets), stopped with SIGINT",
 			"bpf_stats": "on for the whole run (via " + method + "); it adds its accounting to every program, alike in every configuration with BPF",
 			"traffic": fmt.Sprintf("TCP flows %v (writes of %d B, rate %s), UDP %v (%d B payload, %d sender(s))",
 				o.Flows, o.WriteSize, rateText(o.TCPRate*8), o.UDP, o.UDPPayload, o.UDPSenders),
@@ -238,7 +238,9 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	if o.UDP {
 		st.Cases = append(st.Cases, StudyCase{Name: LoadScenarioUDP, Start: ms.starter(loadScenario{LoadScenarioUDP, 0})})
 	}
-	st.Window = func(ctx context.Context, _ StudyCase, _ StudyConfig) (map[string]float64, any, error) { return ms.window(ctx) }
+	st.Window = func(ctx context.Context, _ StudyCase, _ StudyConfig) (map[string]float64, any, error) {
+		return ms.window(ctx)
+	}
 	return RunStudy(ctx, o.Name, st, o.Progress)
 }
 

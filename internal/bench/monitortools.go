@@ -122,10 +122,18 @@ type procTool struct {
 	readers  sync.WaitGroup
 }
 
-// startProcTool runs command (a shell command line) in netns.
+// toolStopGrace is how long stop waits after each signal.
+var toolStopGrace = 5 * time.Second
+
+// startProcTool runs command (a shell command line) in netns ("": this
+// process's namespace).
 func startProcTool(netns, command, capture string) (*procTool, error) {
 	t := &procTool{done: make(chan error, 1), capture: capture}
-	t.cmd = exec.Command("ip", "netns", "exec", netns, "sh", "-c", command)
+	if netns == "" {
+		t.cmd = exec.Command("sh", "-c", command)
+	} else {
+		t.cmd = exec.Command("ip", "netns", "exec", netns, "sh", "-c", command)
+	}
 	out, err := t.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -199,6 +207,33 @@ func (t *procTool) cpuTicks() uint64 {
 	return sum
 }
 
+// groupAlive reports whether a process of the tool's group is still
+// running (zombies do not count).
+func (t *procTool) groupAlive() bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		st := string(b)
+		if pgidOf(st) != t.pgid {
+			continue
+		}
+		if i := strings.LastIndexByte(st, ')'); i >= 0 && !strings.HasPrefix(strings.TrimSpace(st[i+1:]), "Z") {
+			return true
+		}
+	}
+	return false
+}
+
 // pgidOf reads field 5 (pgrp) of a /proc/PID/stat text.
 func pgidOf(stat string) int {
 	i := strings.LastIndexByte(stat, ')')
@@ -243,10 +278,16 @@ func (t *procTool) stop() (string, error) {
 		sig  syscall.Signal
 		wait time.Duration
 		how  string
-	}{{syscall.SIGINT, 5 * time.Second, "exited after SIGINT"}, {syscall.SIGTERM, 5 * time.Second, "exited after SIGTERM (ignored SIGINT for 5 s)"}, {syscall.SIGKILL, 5 * time.Second, "killed (ignored SIGINT and SIGTERM)"}} {
+	}{{syscall.SIGINT, toolStopGrace, "exited after SIGINT"}, {syscall.SIGTERM, toolStopGrace, "exited after SIGTERM (ignored SIGINT)"}, {syscall.SIGKILL, toolStopGrace, "killed (ignored SIGINT and SIGTERM)"}} {
 		_ = syscall.Kill(-t.pgid, s.sig) // the group may be gone already
 		select {
 		case <-t.done:
+			// Children the leader left behind must not outlive
+			// their window.
+			if t.groupAlive() {
+				_ = syscall.Kill(-t.pgid, syscall.SIGKILL) // gone in between: fine
+				return s.how + "; processes it left in its group were killed", nil
+			}
 			return s.how, nil
 		case <-time.After(s.wait):
 		}

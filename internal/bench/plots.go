@@ -67,6 +67,7 @@ func boxFigure(name, title, unit string, series []plotSeries) (figure, error) {
 		p.Add(b)
 	}
 	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.6, float64(len(names))-0.4
 	if len(names) > 4 {
 		p.X.Tick.Label.Rotation = math.Pi / 8
 		p.X.Tick.Label.XAlign = draw.XRight
