@@ -269,12 +269,11 @@ func (fb *fwdBench) startUDP(context.Context) (func() error, error) {
 
 // fwdSnap is one reading of a window's counters.
 type fwdSnap struct {
-	t              time.Time
-	sink           uint64
-	cliRx, srvRx   uint64
-	drops          uint64
-	cpu            cpuTimes
-	cliErr, srvErr error
+	t            time.Time
+	sink         uint64
+	cliRx, srvRx uint64
+	drops        uint64
+	cpu          cpuTimes
 }
 
 func linkStats(n *lab.Node, ifname string) (netlink.LinkStatistics, error) {

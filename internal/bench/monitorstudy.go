@@ -177,7 +177,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(capDir)
+	defer func() { _ = os.RemoveAll(capDir) }() // temporary captures; nothing to report
 	ms := &monState{o: &o, lb: lb, capDir: capDir}
 
 	st := &Study{

@@ -272,7 +272,7 @@ func (t *procTool) stop() (string, error) {
 	if t.exited.Load() {
 		err := <-t.done
 		t.done <- err
-		return "had exited by itself before the end of its window", fmt.Errorf("exited early: %v (stderr: %s)", err, t.stderrText())
+		return "had exited by itself before the end of its window", fmt.Errorf("exited early: %w (stderr: %s)", err, t.stderrText())
 	}
 	for _, s := range []struct {
 		sig  syscall.Signal
@@ -281,7 +281,8 @@ func (t *procTool) stop() (string, error) {
 	}{{syscall.SIGINT, toolStopGrace, "exited after SIGINT"}, {syscall.SIGTERM, toolStopGrace, "exited after SIGTERM (ignored SIGINT)"}, {syscall.SIGKILL, toolStopGrace, "killed (ignored SIGINT and SIGTERM)"}} {
 		_ = syscall.Kill(-t.pgid, s.sig) // the group may be gone already
 		select {
-		case <-t.done:
+		case werr := <-t.done:
+			_ = werr // after a signal the exit status tells nothing more
 			// Children the leader left behind must not outlive
 			// their window.
 			if t.groupAlive() {
