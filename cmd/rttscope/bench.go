@@ -55,8 +55,8 @@ types). Each writes an HTML report with plots beside its JSON and CSV.
 
 Configurations run interleaved inside the run, --reps times each; the
 summary gives median, quartiles and the difference and ratio to the empty
-program. Results go to OUT/NAME-<UTC time>.json and .csv with the machine,
-kernel and commit; a table goes to stdout, progress to stderr. Needs root.
+program. Results go to OUT/NAME-<UTC time>.json, .csv and .html (report
+with plots) with the machine, kernel and commit; a table goes to stdout, progress to stderr. Needs root.
 The load phase's TCP sink is a separate program that the bench builds with
 go build: run the bench from the source tree (make bench).
 See bench/README.md.`
@@ -197,9 +197,13 @@ func runBench(cmd *cobra.Command, o bench.Options, out string) error {
 	if err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
+	htmlPath, err := bench.WriteReport(out, res)
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
 	if err := bench.PrintSummary(cmd.OutOrStdout(), res); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "\nresults: %s\n         %s\n", jsonPath, csvPath)
+	fmt.Fprintf(cmd.OutOrStdout(), "\nresults: %s\n         %s\n         %s\n", jsonPath, csvPath, htmlPath)
 	return nil
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image"
 	"image/color"
 	"image/png"
@@ -146,4 +147,32 @@ func pixelsNear(img image.Image, c color.RGBA) int {
 func near8(v uint32, want uint8) bool {
 	d := int(v>>8) - int(want)
 	return d >= -6 && d <= 6
+}
+
+// A result of `rttscope bench` (phases test_run, live, load: per-hook
+// series, no study settings) gets a report too: its speed-like metrics
+// are plotted per hook.
+func TestReportOfPhaseResult(t *testing.T) {
+	b, err := os.ReadFile("../../bench/results/rttscope-20261122T135536Z.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Finalize()
+	path, err := WriteReport(t.TempDir(), &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := os.ReadFile(path)
+	if n := strings.Count(string(html), "<svg"); n < 4 {
+		t.Errorf("%d figures in the report of a phase result", n)
+	}
+	for _, want := range []string{"rttscope/egress", "ns_per_packet", "load"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
 }
