@@ -54,6 +54,7 @@ func newBenchMonitorCmd() *cobra.Command {
 	f.StringSliceVar(&o.Modes, "modes", o.Modes, "rttscope modes to run")
 	f.BoolVar(&o.Tcpdump, "tcpdump", o.Tcpdump, "run tcpdump writing a capture")
 	f.StringArrayVar(&externals, "external", nil, "NAME='CMD {iface}': an external monitor command (repeatable)")
+	f.DurationVar(&o.ExternalStart, "external-start", o.ExternalStart, "time an external monitor gets to start (load and attach) before its window's warm-up")
 	f.IntVar(&o.WriteSize, "write-size", o.WriteSize, "bytes per TCP write")
 	f.StringVar(&trate, "tcp-rate", "unlimited", "aggregate TCP rate of all flows (e.g. 200mbit)")
 	f.IntVar(&o.UDPPayload, "udp-payload", o.UDPPayload, "UDP payload bytes")
@@ -73,6 +74,9 @@ func newBenchMonitorCmd() *cobra.Command {
 			if n < 1 || n > 60000 {
 				return usageError{fmt.Sprintf("--flows: %d is not between 1 and 60000", n)}
 			}
+		}
+		if o.ExternalStart < 0 {
+			return usageError{"--external-start must be >= 0"}
 		}
 		if len(o.Flows) == 0 && !o.UDP {
 			return usageError{"no traffic case: give --flows or --udp"}

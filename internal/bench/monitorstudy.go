@@ -52,6 +52,9 @@ type MonitorOptions struct {
 	Modes      []string
 	Tcpdump    bool
 	Externals  []External
+	// ExternalStart is how long an external monitor gets to start (load
+	// and attach its programs) before its window's warm-up.
+	ExternalStart time.Duration
 	WriteSize  int
 	TCPRate    uint64 // aggregate bytes/s, 0 = as fast as TCP goes
 	UDPPayload int
@@ -75,7 +78,7 @@ func DefaultMonitorOptions() MonitorOptions {
 	// window and delays attaching.
 	return MonitorOptions{
 		Name: "monitor", Method: m, Flows: []int{1, 1000, 10000}, UDP: true, Modes: MonitorModes, Tcpdump: true,
-		WriteSize: 1448, UDPPayload: 64, UDPSenders: 1,
+		WriteSize: 1448, UDPPayload: 64, UDPSenders: 1, ExternalStart: 3 * time.Second,
 	}
 }
 
@@ -226,10 +229,18 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	}
 	for _, e := range o.Externals {
 		cmd := strings.ReplaceAll(e.Cmd, "{iface}", lb.ifname)
-		st.Configs = append(st.Configs, StudyConfig{Name: e.Name, Setup: func(context.Context) (func() error, error) {
-			return ms.setupProc(cmd, "")
+		st.Configs = append(st.Configs, StudyConfig{Name: e.Name, Setup: func(ctx context.Context) (func() error, error) {
+			teardown, err := ms.setupProc(cmd, "")
+			if err != nil {
+				return nil, err
+			}
+			if err := ms.waitStarted(ctx, o.ExternalStart); err != nil {
+				_ = teardown() // the start error is the one to report
+				return nil, err
+			}
+			return teardown, nil
 		}})
-		st.Details["external "+e.Name] = cmd + " (run with sh -c in the router's namespace, its own process group; stopped with SIGINT, then SIGTERM, then SIGKILL)"
+		st.Details["external "+e.Name] = cmd + fmt.Sprintf(" (run with sh -c in the router's namespace, its own process group, %v to start before the window's warm-up; stopped with SIGINT, then SIGTERM, then SIGKILL)", o.ExternalStart)
 	}
 	for _, n := range o.Flows {
 		sc := loadScenario{tcpScenario(n), n}
@@ -291,6 +302,25 @@ func (ms *monState) setupProc(command, capture string) (func() error, error) {
 	}
 	ms.tool, ms.started = t, time.Now()
 	return ms.teardown, nil
+}
+
+// waitStarted gives an external monitor d to start; one that exits in
+// that time failed.
+func (ms *monState) waitStarted(ctx context.Context, d time.Duration) error {
+	t, ok := ms.tool.(*procTool)
+	if !ok {
+		return nil
+	}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if t.exited.Load() {
+			return fmt.Errorf("exited at start (stderr: %s)", truncate(t.stderrText(), 500))
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // window measures; it stops the tool at its end, so that what the tool

@@ -219,7 +219,8 @@ func TestMonitorStudyFast(t *testing.T) {
 	// The warm-up rounds are checked by the other studies; here every
 	// window starts a monitor (seconds each on a busy machine).
 	o.Method.Warmup, o.Method.WarmupRounds = 300*time.Millisecond, 0
-	o.Externals = []External{{Name: "lines", Cmd: "while :; do echo {iface}; sleep 0.01; done"}}
+	o.Externals = []External{{Name: "lines", Cmd: "while :; do echo {iface}; sleep 0.01; done"}, {Name: "broken", Cmd: "echo no such monitor >&2; exit 7"}}
+	o.ExternalStart = 100 * time.Millisecond
 	res, err := RunMonitor(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -229,6 +230,9 @@ func TestMonitorStudyFast(t *testing.T) {
 	get := func(cfg, metric string) *Series { return res.Lookup(seriesID(GroupMonitor, cas, cfg, "", metric)) }
 	if s := get("rttscope-aggregated", MetricBPFNsPerPkt); s == nil || !(s.Summary.Min > 0) {
 		t.Errorf("rttscope's programs were not found on the interface: %+v", s)
+	}
+	if len(res.Unavailable) != 1 || res.Unavailable[0].Config != "broken" || !strings.Contains(res.Unavailable[0].Reason, "no such monitor") {
+		t.Errorf("an external that fails at start must be an unavailable row with its stderr: %+v", res.Unavailable)
 	}
 	if s := get("lines", MetricSamplesPerS); s == nil || !(s.Summary.Min > 0) {
 		t.Errorf("the external command's output was not counted: %+v", s)
