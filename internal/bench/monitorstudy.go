@@ -49,17 +49,17 @@ type MonitorOptions struct {
 	UDP    bool
 	// Modes are rttscope's modes (per-sample, sampled, aggregated,
 	// flow-summary).
-	Modes      []string
-	Tcpdump    bool
-	Externals  []External
+	Modes     []string
+	Tcpdump   bool
+	Externals []External
 	// ExternalStart is how long an external monitor gets to start (load
 	// and attach its programs) before its window's warm-up.
 	ExternalStart time.Duration
-	WriteSize  int
-	TCPRate    uint64 // aggregate bytes/s, 0 = as fast as TCP goes
-	UDPPayload int
-	UDPPPS     uint64
-	UDPSenders int
+	WriteSize     int
+	TCPRate       uint64 // aggregate bytes/s, 0 = as fast as TCP goes
+	UDPPayload    int
+	UDPPPS        uint64
+	UDPSenders    int
 	// MonitorBinary is the rttscope binary (default this executable).
 	MonitorBinary string
 	Progress      io.Writer
