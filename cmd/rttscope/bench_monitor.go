@@ -54,7 +54,8 @@ func newBenchMonitorCmd() *cobra.Command {
 	f.StringSliceVar(&o.Modes, "modes", o.Modes, "rttscope modes to run")
 	f.BoolVar(&o.Tcpdump, "tcpdump", o.Tcpdump, "run tcpdump writing a capture")
 	f.StringArrayVar(&externals, "external", nil, "NAME='CMD {iface}': an external monitor command (repeatable)")
-	f.DurationVar(&o.ExternalStart, "external-start", o.ExternalStart, "time an external monitor gets to start (load and attach) before its window's warm-up")
+	f.DurationVar(&o.ExternalStart, "external-start", o.ExternalStart, "time an external monitor gets to start before its window's warm-up")
+	f.DurationVar(&o.ExternalAttach, "external-attach", 0, "then wait up to this long for BPF programs to appear on the interface (for monitors such as ePPing that load for seconds; none by then: the external is not available)")
 	f.IntVar(&o.WriteSize, "write-size", o.WriteSize, "bytes per TCP write")
 	f.StringVar(&trate, "tcp-rate", "unlimited", "aggregate TCP rate of all flows (e.g. 200mbit)")
 	f.IntVar(&o.UDPPayload, "udp-payload", o.UDPPayload, "UDP payload bytes")
@@ -75,8 +76,8 @@ func newBenchMonitorCmd() *cobra.Command {
 				return usageError{fmt.Sprintf("--flows: %d is not between 1 and 60000", n)}
 			}
 		}
-		if o.ExternalStart < 0 {
-			return usageError{"--external-start must be >= 0"}
+		if o.ExternalStart < 0 || o.ExternalAttach < 0 {
+			return usageError{"--external-start and --external-attach must be >= 0"}
 		}
 		if len(o.Flows) == 0 && !o.UDP {
 			return usageError{"no traffic case: give --flows or --udp"}

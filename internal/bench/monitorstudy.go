@@ -55,11 +55,15 @@ type MonitorOptions struct {
 	// ExternalStart is how long an external monitor gets to start (load
 	// and attach its programs) before its window's warm-up.
 	ExternalStart time.Duration
-	WriteSize     int
-	TCPRate       uint64 // aggregate bytes/s, 0 = as fast as TCP goes
-	UDPPayload    int
-	UDPPPS        uint64
-	UDPSenders    int
+	// ExternalAttach, when > 0, then waits up to this long for BPF
+	// programs to appear on the interface (monitors such as ePPing that
+	// take seconds to load); none by then is a set-up error.
+	ExternalAttach time.Duration
+	WriteSize      int
+	TCPRate        uint64 // aggregate bytes/s, 0 = as fast as TCP goes
+	UDPPayload     int
+	UDPPPS         uint64
+	UDPSenders     int
 	// MonitorBinary is the rttscope binary (default this executable).
 	MonitorBinary string
 	Progress      io.Writer
@@ -238,6 +242,12 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 				_ = teardown() // the start error is the one to report
 				return nil, err
 			}
+			if o.ExternalAttach > 0 {
+				if ms.progs, err = ms.waitPrograms(ctx, o.ExternalAttach); err != nil {
+					_ = teardown() // the attach error is the one to report
+					return nil, err
+				}
+			}
 			return teardown, nil
 		}})
 		st.Details["external "+e.Name] = cmd + fmt.Sprintf(" (run with sh -c in the router's namespace, its own process group, %v to start before the window's warm-up; stopped with SIGINT, then SIGTERM, then SIGKILL)", o.ExternalStart)
@@ -323,6 +333,26 @@ func (ms *monState) waitStarted(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
+// waitPrograms waits up to d for BPF programs on the monitored interface.
+func (ms *monState) waitPrograms(ctx context.Context, d time.Duration) ([]*ebpf.Program, error) {
+	deadline := time.Now().Add(d)
+	for {
+		progs, err := attachedPrograms(ms.lb.lab.Middlebox.Name, ms.lb.ifidx)
+		if err != nil || len(progs) > 0 {
+			return progs, err
+		}
+		if t, ok := ms.tool.(*procTool); ok && t.exited.Load() {
+			return nil, fmt.Errorf("exited before attaching (stderr: %s)", truncate(t.stderrText(), 500))
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no BPF program on %s within %v", ms.lb.ifname, d)
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
 // window measures; it stops the tool at its end, so that what the tool
 // reports at exit (tcpdump's drops, rttscope's last records) counts.
 func (ms *monState) window(ctx context.Context) (map[string]float64, any, error) {
@@ -336,28 +366,39 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 		}
 	}
 	cpus := ms.o.Method.CPUs
-	read := func() (loadSnap, cpuTimes, uint64, uint64, uint64, error) {
-		s, err := lb.snap(nil, nil, nil)
-		runs, ns := bpfTotals(ms.progs)
-		var ticks uint64
-		if ms.tool != nil {
-			ticks = ms.tool.cpuTicks()
-		}
-		return s, readCPUTimesOf(cpus), runs, ns, ticks, err
+	// The CPU, BPF and tool readings are taken together, apart from the
+	// slower interface and sink counters (lb.snap): each set of rates
+	// uses its own interval.
+	type fast struct {
+		t               time.Time
+		cpu             cpuTimes
+		runs, ns, ticks uint64
 	}
-	s0, c0, r0, n0, t0, err := read()
+	readFast := func() fast {
+		f := fast{cpu: readCPUTimesOf(cpus)}
+		f.runs, f.ns = bpfTotals(ms.progs)
+		if ms.tool != nil {
+			f.ticks = ms.tool.cpuTicks()
+		}
+		f.t = time.Now()
+		return f
+	}
+	f0 := readFast()
+	s0, err := lb.snap(nil, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := sleepCtx(ctx, ms.o.Method.Duration); err != nil {
 		return nil, nil, err
 	}
-	s1, c1, r1, n1, t1, err := read()
+	f1 := readFast()
+	s1, err := lb.snap(nil, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	sec := s1.t.Sub(s0.t).Seconds()
-	w := MonitorWindow{BPFRuns: r1 - r0, BPFNs: n1 - n0, Programs: len(ms.progs), ToolTicks: t1 - t0, CPUPinned: cpuUseBetween(c0, c1, sec)}
+	fsec := f1.t.Sub(f0.t).Seconds()
+	w := MonitorWindow{BPFRuns: f1.runs - f0.runs, BPFNs: f1.ns - f0.ns, Programs: len(ms.progs), ToolTicks: f1.ticks - f0.ticks, CPUPinned: cpuUseBetween(f0.cpu, f1.cpu, fsec)}
 	w.Load = LoadWindow{Seconds: sec, FwdTxPackets: s1.srv.TxPackets - s0.srv.TxPackets, FwdTxBytes: s1.srv.TxBytes - s0.srv.TxBytes,
 		FwdRxPackets: s1.srv.RxPackets - s0.srv.RxPackets, FwdRxBytes: s1.srv.RxBytes - s0.srv.RxBytes, SinkBytes: s1.sinkB - s0.sinkB}
 	pkts := float64(w.Load.FwdTxPackets + w.Load.FwdRxPackets)
@@ -381,14 +422,16 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 		if pt, ok := tool.(*procTool); ok {
 			w.ToolStderr = truncate(pt.stderrText(), 2000)
 		}
-		toolCores := float64(w.ToolTicks) / clockTicks / sec
+		toolCores := float64(w.ToolTicks) / clockTicks / fsec
 		v[MetricMonitorCores] = toolCores
 		if w.CPUPinned.Busy > 0 {
-			v[MetricToolCPUShare] = (float64(w.BPFNs)/1e9/sec + toolCores) / w.CPUPinned.Busy
+			v[MetricToolCPUShare] = (float64(w.BPFNs)/1e9/fsec + toolCores) / w.CPUPinned.Busy
 		}
+		// BPF time per packet: both over their own intervals, scaled
+		// to the same second.
 		v[MetricBPFNsPerPkt] = 0
 		if pkts > 0 {
-			v[MetricBPFNsPerPkt] = float64(w.BPFNs) / pkts
+			v[MetricBPFNsPerPkt] = float64(w.BPFNs) / fsec / (pkts / sec)
 		}
 		samples := c.samples
 		if !c.haveSamples {
