@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -199,8 +201,29 @@ func RunStudy(ctx context.Context, name string, st *Study, progress io.Writer) (
 	}
 	res.Finished = time.Now().UTC()
 	res.Machine.LoadAvgEnd = readTrim("/proc/loadavg")
+	sortStudySeries(res, st)
 	res.Finalize()
 	return res, nil
+}
+
+// sortStudySeries orders the series by case, then metric, then
+// configuration, each in the study's order (they were created in the order the
+// first round happened to run them).
+func sortStudySeries(res *Result, st *Study) {
+	index := func(names []string) map[string]int {
+		m := map[string]int{}
+		for i, n := range names {
+			m[n] = i
+		}
+		return m
+	}
+	cases, configs, metrics := index(res.Settings.Study.Cases), index(res.Settings.Study.Configs), map[string]int{}
+	for i, m := range st.Metrics {
+		metrics[m.Name] = i
+	}
+	slices.SortStableFunc(res.Series, func(a, b *Series) int {
+		return cmp.Or(cmp.Compare(cases[a.Case], cases[b.Case]), cmp.Compare(metrics[a.Metric], metrics[b.Metric]), cmp.Compare(configs[a.Program], configs[b.Program]))
+	})
 }
 
 type studyRunner struct {
