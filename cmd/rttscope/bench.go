@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -182,28 +179,8 @@ func newBenchCmd() *cobra.Command {
 }
 
 func runBench(cmd *cobra.Command, o bench.Options, out string) error {
-	parent := cmd.Context()
-	if parent == nil {
-		parent = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	o.Progress = cmd.ErrOrStderr()
-	res, err := bench.Run(ctx, o)
-	if err != nil {
-		return err
-	}
-	jsonPath, csvPath, err := bench.WriteFiles(out, res)
-	if err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	htmlPath, err := bench.WriteReport(out, res)
-	if err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	if err := bench.PrintSummary(cmd.OutOrStdout(), res); err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "\nresults: %s\n         %s\n         %s\n", jsonPath, csvPath, htmlPath)
-	return nil
+	return runStudy(cmd, out, bench.PrintSummary, func(ctx context.Context) (*bench.Result, error) {
+		o.Progress = cmd.ErrOrStderr()
+		return bench.Run(ctx, o)
+	})
 }

@@ -76,7 +76,7 @@ func newBenchForwardingCmd() *cobra.Command {
 			return usageError{"--ping-interval must be >= 0"}
 		}
 		o.Progress = cmd.ErrOrStderr()
-		return runStudy(cmd, mf.out, func(ctx context.Context) (*bench.Result, error) { return bench.RunForwarding(ctx, o) })
+		return runStudy(cmd, mf.out, bench.PrintStudy, func(ctx context.Context) (*bench.Result, error) { return bench.RunForwarding(ctx, o) })
 	}
 	return cmd
 }

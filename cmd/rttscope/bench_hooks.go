@@ -68,7 +68,7 @@ func newBenchHooksCmd() *cobra.Command {
 		}
 		o.Types = types
 		o.Progress = cmd.ErrOrStderr()
-		return runStudy(cmd, mf.out, func(ctx context.Context) (*bench.Result, error) { return bench.RunHooks(ctx, o) })
+		return runStudy(cmd, mf.out, bench.PrintStudy, func(ctx context.Context) (*bench.Result, error) { return bench.RunHooks(ctx, o) })
 	}
 	return cmd
 }

@@ -105,7 +105,7 @@ func newBenchMonitorCmd() *cobra.Command {
 			o.Externals = append(o.Externals, x)
 		}
 		o.Progress = cmd.ErrOrStderr()
-		return runStudy(cmd, mf.out, func(ctx context.Context) (*bench.Result, error) { return bench.RunMonitor(ctx, o) })
+		return runStudy(cmd, mf.out, bench.PrintStudy, func(ctx context.Context) (*bench.Result, error) { return bench.RunMonitor(ctx, o) })
 	}
 	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -69,9 +70,10 @@ func noArgs(name string) cobra.PositionalArgs {
 	}
 }
 
-// runStudy runs a study with SIGINT/SIGTERM cancelling it, writes its
-// files and prints its summary.
-func runStudy(cmd *cobra.Command, out string, run func(ctx context.Context) (*bench.Result, error)) error {
+// runStudy runs a study (or the phases of `rttscope bench`) with
+// SIGINT/SIGTERM cancelling it, writes its files (JSON, CSV, HTML report)
+// and prints its summary with print.
+func runStudy(cmd *cobra.Command, out string, print func(io.Writer, *bench.Result) error, run func(ctx context.Context) (*bench.Result, error)) error {
 	parent := cmd.Context()
 	if parent == nil {
 		parent = context.Background()
@@ -82,10 +84,6 @@ func runStudy(cmd *cobra.Command, out string, run func(ctx context.Context) (*be
 	if err != nil {
 		return err
 	}
-	return writeStudy(cmd, out, res)
-}
-
-func writeStudy(cmd *cobra.Command, out string, res *bench.Result) error {
 	jsonPath, csvPath, err := bench.WriteFiles(out, res)
 	if err != nil {
 		return fmt.Errorf("write results: %w", err)
@@ -94,7 +92,7 @@ func writeStudy(cmd *cobra.Command, out string, res *bench.Result) error {
 	if err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
-	if err := bench.PrintStudy(cmd.OutOrStdout(), res); err != nil {
+	if err := print(cmd.OutOrStdout(), res); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "\nresults: %s\n         %s\n         %s\n", jsonPath, csvPath, htmlPath)

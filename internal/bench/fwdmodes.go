@@ -134,13 +134,7 @@ func (rm *routerModes) explain(mode string, err error) string {
 
 func (rm *routerModes) setupTC(context.Context) (func() error, error) {
 	var links []link.Link
-	closeAll := func() error {
-		var errs []error
-		for _, l := range links {
-			errs = append(errs, l.Close())
-		}
-		return errors.Join(errs...)
-	}
+	closeAll := func() error { return closeLinks(links) }
 	err := rm.lab.Middlebox.Do(func() error {
 		for _, idx := range []int{rm.cliIfidx, rm.srvIfidx} {
 			l, err := link.AttachTCX(link.TCXOptions{Interface: idx, Program: rm.objs.FwdTc, Attach: ebpf.AttachTCXIngress})
@@ -162,10 +156,7 @@ func (rm *routerModes) setupXDP(context.Context) (func() error, error) {
 	var links []link.Link
 	var keys []uint32
 	closeAll := func() error {
-		var errs []error
-		for i := len(links) - 1; i >= 0; i-- {
-			errs = append(errs, links[i].Close())
-		}
+		errs := []error{closeLinks(links)}
 		for _, k := range keys {
 			errs = append(errs, rm.objs.TxPorts.Delete(k))
 		}
@@ -214,6 +205,15 @@ func (rm *routerModes) setupXDP(context.Context) (func() error, error) {
 		}
 	}
 	return closeAll, nil
+}
+
+// closeLinks detaches links, the most recent first.
+func closeLinks(links []link.Link) error {
+	var errs []error
+	for i := len(links) - 1; i >= 0; i-- {
+		errs = append(errs, links[i].Close())
+	}
+	return errors.Join(errs...)
 }
 
 // nftTable is the table the flowtable mode creates in the router

@@ -259,13 +259,7 @@ type attached struct {
 
 func (lb *liveBench) attachEmpty() (*attached, error) {
 	var links []link.Link
-	closeAll := func() error {
-		var errs []error
-		for _, l := range links {
-			errs = append(errs, l.Close())
-		}
-		return errors.Join(errs...)
-	}
+	closeAll := func() error { return closeLinks(links) }
 	err := nsrun.Named(lb.lab.Middlebox.Name, func() error {
 		for i, dir := range []ebpf.AttachType{ebpf.AttachTCXEgress, ebpf.AttachTCXIngress} {
 			l, err := link.AttachTCX(link.TCXOptions{Interface: lb.ifidx, Program: lb.empty[i].EmptyTc, Attach: dir})

@@ -183,24 +183,9 @@ func (t *procTool) count(r io.Reader, keep bool) {
 
 // cpuTicks sums the processes of the tool's process group.
 func (t *procTool) cpuTicks() uint64 {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
 	var sum uint64
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		if pgidOf(string(b)) != t.pgid {
-			continue
-		}
-		if n, ok := parsePidStat(string(b)); ok {
+	for _, st := range groupStats(t.pgid) {
+		if n, ok := parsePidStat(st); ok {
 			sum += n
 		}
 	}
@@ -210,28 +195,32 @@ func (t *procTool) cpuTicks() uint64 {
 // groupAlive reports whether a process of the tool's group is still
 // running (zombies do not count).
 func (t *procTool) groupAlive() bool {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		st := string(b)
-		if pgidOf(st) != t.pgid {
-			continue
-		}
+	for _, st := range groupStats(t.pgid) {
 		if i := strings.LastIndexByte(st, ')'); i >= 0 && !strings.HasPrefix(strings.TrimSpace(st[i+1:]), "Z") {
 			return true
 		}
 	}
 	return false
+}
+
+// groupStats returns the /proc/PID/stat texts of the processes of
+// process group pgid.
+func groupStats(pgid int) []string {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err == nil && pgidOf(string(b)) == pgid {
+			out = append(out, string(b))
+		}
+	}
+	return out
 }
 
 // pgidOf reads field 5 (pgrp) of a /proc/PID/stat text.
