@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -27,6 +29,7 @@ func TestCLIBenchStudyUsageErrors(t *testing.T) {
 		{[]string{"bench", "monitor", "--flows", "0"}, []string{"--flows"}},
 		{[]string{"bench", "monitor", "--tcp-rate", "lots"}, []string{"--tcp-rate", "lots"}},
 		{[]string{"bench", "monitor", "--warmup-rounds", "-1"}, []string{"--warmup-rounds"}},
+		{[]string{"bench", "report"}, []string{"RESULT.json"}},
 	} {
 		r := cliRun(t, false, tc.args...)
 		r.wantOneLine(t, tc.args, 2, tc.want...)
@@ -42,5 +45,28 @@ func TestCLIBenchStudyHelp(t *testing.T) {
 	}
 	if r := cliRun(t, false, "bench", "--help"); !strings.Contains(r.stdout, "forwarding") || !strings.Contains(r.stdout, "hooks") {
 		t.Errorf("bench --help does not list the studies: %q", r.stdout)
+	}
+}
+
+// bench report writes the report of a committed result again and refuses to overwrite it unless --replace.
+func TestCLIBenchReport(t *testing.T) {
+	dir := t.TempDir()
+	src, err := filepath.Abs("../../bench/results/rttscope-20261122T134205Z.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cliRun(t, false, "bench", "report", "-o", dir, src)
+	want := filepath.Join(dir, "rttscope-20261122T134205Z.html")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != want {
+		t.Fatalf("bench report: code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if b, err := os.ReadFile(want); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Errorf("report %s: %v", want, err)
+	}
+	if r := cliRun(t, false, "bench", "report", "-o", dir, src); r.code == 0 {
+		t.Error("a second report overwrote the first without --replace")
+	}
+	if r := cliRun(t, false, "bench", "report", "--replace", "-o", dir, src); r.code != 0 {
+		t.Errorf("--replace: code %d, stderr %q", r.code, r.stderr)
 	}
 }

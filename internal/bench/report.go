@@ -2,6 +2,8 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -44,6 +46,29 @@ type reportData struct {
 	Method      string
 	Details     map[string]string
 	Figures     string // directory of the figure files, relative
+}
+
+// ReadResult reads a result file (JSON) and recomputes its summaries and
+// comparisons (so that a file of an older schema gets the intervals and
+// verdicts too).
+func ReadResult(path string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	sortStudySeries(&r)
+	r.Finalize()
+	return &r, nil
+}
+
+// RemoveReport removes the report of r in dir and its figures, if any.
+func RemoveReport(dir string, r *Result) error {
+	base := FileBase(r.Name, r.Started)
+	return errors.Join(os.Remove(filepath.Join(dir, base+".html")), os.RemoveAll(filepath.Join(dir, base+"-figures")))
 }
 
 // WriteReport writes r as NAME-TIMESTAMP.html into dir and its figures

@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"image"
 	"image/color"
 	"image/png"
@@ -153,16 +152,11 @@ func near8(v uint32, want uint8) bool {
 // series, no study settings) gets a report too: its speed-like metrics
 // are plotted per hook.
 func TestReportOfPhaseResult(t *testing.T) {
-	b, err := os.ReadFile("../../bench/results/rttscope-20261122T135536Z.json")
+	r, err := ReadResult("../../bench/results/rttscope-20261122T135536Z.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
-	r.Finalize()
-	path, err := WriteReport(t.TempDir(), &r)
+	path, err := WriteReport(t.TempDir(), r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,7 +201,7 @@ func RunStudy(ctx context.Context, name string, st *Study, progress io.Writer) (
 	}
 	res.Finished = time.Now().UTC()
 	res.Machine.LoadAvgEnd = readTrim("/proc/loadavg")
-	sortStudySeries(res, st)
+	sortStudySeries(res)
 	res.Finalize()
 	return res, nil
 }
@@ -209,7 +209,10 @@ func RunStudy(ctx context.Context, name string, st *Study, progress io.Writer) (
 // sortStudySeries orders the series by case, then metric, then
 // configuration, each in the study's order (they were created in the order the
 // first round happened to run them).
-func sortStudySeries(res *Result, st *Study) {
+func sortStudySeries(res *Result) {
+	if res.Settings.Study == nil {
+		return
+	}
 	index := func(names []string) map[string]int {
 		m := map[string]int{}
 		for i, n := range names {
@@ -218,7 +221,7 @@ func sortStudySeries(res *Result, st *Study) {
 		return m
 	}
 	cases, configs, metrics := index(res.Settings.Study.Cases), index(res.Settings.Study.Configs), map[string]int{}
-	for i, m := range st.Metrics {
+	for i, m := range res.Settings.Study.Metrics {
 		metrics[m.Name] = i
 	}
 	slices.SortStableFunc(res.Series, func(a, b *Series) int {
