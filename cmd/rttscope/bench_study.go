@@ -80,10 +80,12 @@ func runStudy(cmd *cobra.Command, out string, print func(io.Writer, *bench.Resul
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := run(ctx)
-	if err != nil {
-		return err
+	res, runErr := run(ctx)
+	if res == nil {
+		return runErr
 	}
+	// A study that ended early still has its files written: what was
+	// measured is kept, the error follows.
 	jsonPath, csvPath, err := bench.WriteFiles(out, res)
 	if err != nil {
 		return fmt.Errorf("write results: %w", err)
@@ -96,5 +98,5 @@ func runStudy(cmd *cobra.Command, out string, print func(io.Writer, *bench.Resul
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "\nresults: %s\n         %s\n         %s\n", jsonPath, csvPath, htmlPath)
-	return nil
+	return runErr
 }

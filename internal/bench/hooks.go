@@ -189,11 +189,10 @@ func RunHooks(ctx context.Context, o HooksOptions) (_ *Result, err error) {
 		return hs.window(ctx, o.Method.Duration)
 	}
 	res, err := RunStudy(ctx, o.Name, st, o.Progress)
-	if err != nil {
-		return nil, err
+	if res != nil {
+		addHookCostPerEvent(res)
 	}
-	addHookCostPerEvent(res)
-	return res, nil
+	return res, err
 }
 
 func checkRoot() error {

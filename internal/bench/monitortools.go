@@ -122,8 +122,13 @@ type procTool struct {
 	readers  sync.WaitGroup
 }
 
-// toolStopGrace is how long stop waits after each signal.
-var toolStopGrace = 5 * time.Second
+// toolStopGrace is how long stop waits after SIGINT and after SIGTERM;
+// after SIGKILL it waits toolKillWait (a process holding large BPF maps
+// can take seconds to be torn down on a busy machine).
+var (
+	toolStopGrace = 10 * time.Second
+	toolKillWait  = time.Minute
+)
 
 // startProcTool runs command (a shell command line) in netns ("": this
 // process's namespace).
@@ -267,7 +272,7 @@ func (t *procTool) stop() (string, error) {
 		sig  syscall.Signal
 		wait time.Duration
 		how  string
-	}{{syscall.SIGINT, toolStopGrace, "exited after SIGINT"}, {syscall.SIGTERM, toolStopGrace, "exited after SIGTERM (ignored SIGINT)"}, {syscall.SIGKILL, toolStopGrace, "killed (ignored SIGINT and SIGTERM)"}} {
+	}{{syscall.SIGINT, toolStopGrace, "exited after SIGINT"}, {syscall.SIGTERM, toolStopGrace, "exited after SIGTERM (ignored SIGINT)"}, {syscall.SIGKILL, toolKillWait, "killed (ignored SIGINT and SIGTERM)"}} {
 		_ = syscall.Kill(-t.pgid, s.sig) // the group may be gone already
 		select {
 		case werr := <-t.done:
@@ -282,7 +287,7 @@ func (t *procTool) stop() (string, error) {
 		case <-time.After(s.wait):
 		}
 	}
-	return "", fmt.Errorf("process group %d did not exit after SIGKILL", t.pgid)
+	return "", fmt.Errorf("process group %d did not exit within %v of SIGKILL", t.pgid, toolKillWait)
 }
 
 func (t *procTool) stderrText() string {

@@ -21,9 +21,9 @@ func TestParseExternal(t *testing.T) {
 // A tool is stopped with SIGINT, then SIGTERM, then SIGKILL; the report
 // says which it took, and its output and CPU are counted.
 func TestProcToolStop(t *testing.T) {
-	old := toolStopGrace
-	toolStopGrace = 300 * time.Millisecond
-	defer func() { toolStopGrace = old }()
+	oldGrace, oldKill := toolStopGrace, toolKillWait
+	toolStopGrace, toolKillWait = 300*time.Millisecond, 5*time.Second
+	defer func() { toolStopGrace, toolKillWait = oldGrace, oldKill }()
 	for _, c := range []struct{ cmd, want string }{
 		{`echo one; echo two >&2; exec sleep 30`, "exited after SIGINT"},
 		{`trap '' INT; echo one; echo two >&2; sleep 30 & wait`, "exited after SIGTERM"},

@@ -163,7 +163,9 @@ func newStudyResult(name string, st *Study) *Result {
 // case's traffic runs throughout its rounds; every configuration is set up
 // and torn down around each of its windows. A configuration whose set-up
 // fails the first time is reported unavailable with the error; one that
-// fails later ends the run.
+// fails later ends the run. When the run ends early (an error, Ctrl-C),
+// the result of what was measured is returned with the error, noted as
+// partial.
 func RunStudy(ctx context.Context, name string, st *Study, progress io.Writer) (_ *Result, err error) {
 	if err := st.Method.validate(); err != nil {
 		return nil, err
@@ -189,9 +191,12 @@ func RunStudy(ctx context.Context, name string, st *Study, progress io.Writer) (
 	}
 	configs := append([]StudyConfig(nil), st.Configs...)
 	r := &studyRunner{st: st, res: res, say: say}
+	var runErr error
 	for _, c := range st.Cases {
 		if err := r.runCase(ctx, c, configs); err != nil {
-			return nil, fmt.Errorf("%s: %w", c.Name, err)
+			runErr = fmt.Errorf("%s: %w", c.Name, err)
+			res.Notes = append(res.Notes, "partial result: the run ended early: "+runErr.Error())
+			break
 		}
 	}
 	for _, c := range configs {
@@ -203,7 +208,7 @@ func RunStudy(ctx context.Context, name string, st *Study, progress io.Writer) (
 	res.Machine.LoadAvgEnd = readTrim("/proc/loadavg")
 	sortStudySeries(res)
 	res.Finalize()
-	return res, nil
+	return res, runErr
 }
 
 // sortStudySeries orders the series by case, then metric, then
