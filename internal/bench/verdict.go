@@ -86,11 +86,14 @@ func bootstrap(a, b []float64, paired bool, stat func(ma, mb float64) float64) (
 				sb += b[rng.IntN(len(b))]
 			}
 		}
-		v := stat(sa/float64(len(a)), sb/float64(len(b)))
-		if !finite(v) {
-			return 0, 0, false
+		// A resample whose baseline mean is 0 (windows that forwarded
+		// nothing) has no ratio: left out, unless that is common.
+		if v := stat(sa/float64(len(a)), sb/float64(len(b))); finite(v) {
+			out = append(out, v)
 		}
-		out = append(out, v)
+	}
+	if len(out) < bootstrapResamples*95/100 {
+		return 0, 0, false
 	}
 	slices.Sort(out)
 	return Quantile(out, 0.025), Quantile(out, 0.975), true
