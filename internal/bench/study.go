@@ -115,7 +115,12 @@ type StudyRun struct {
 	Values  map[string]float64 `json:"values"`
 	Raw     json.RawMessage    `json:"raw,omitempty"`
 	Seconds float64            `json:"seconds"`
+	// Error is why the window gave no values (they count as missing).
+	Error string `json:"error,omitempty"`
 }
+
+// maxWindowFailures is how many failed windows in a row end a run.
+const maxWindowFailures = 3
 
 // UnavailableConfig is a configuration this machine could not run.
 type UnavailableConfig struct {
@@ -162,10 +167,12 @@ func newStudyResult(name string, st *Study) *Result {
 // RunStudy measures st and returns its result (no files written). Every
 // case's traffic runs throughout its rounds; every configuration is set up
 // and torn down around each of its windows. A configuration whose set-up
-// fails the first time is reported unavailable with the error; one that
-// fails later ends the run. When the run ends early (an error, Ctrl-C),
-// the result of what was measured is returned with the error, noted as
-// partial.
+// fails the first time is reported unavailable with the error; a window
+// that fails later (set-up, measurement or tear-down) is recorded with its
+// error and its values missing, and the run goes on, unless
+// maxWindowFailures fail in a row. When the run ends early (that, or
+// Ctrl-C), the result of what was measured is returned with the error,
+// noted as partial.
 func RunStudy(ctx context.Context, name string, st *Study, progress io.Writer) (_ *Result, err error) {
 	if err := st.Method.validate(); err != nil {
 		return nil, err
@@ -255,6 +262,7 @@ func (r *studyRunner) runCase(ctx context.Context, c StudyCase, configs []StudyC
 		return err
 	}
 	m := r.st.Method
+	failures := 0
 	for round := 1 - m.WarmupRounds; round <= m.Reps; round++ {
 		for _, i := range roundOrder(len(configs), round+m.WarmupRounds-1) {
 			cfg := &configs[i]
@@ -266,7 +274,17 @@ func (r *studyRunner) runCase(ctx context.Context, c StudyCase, configs []StudyC
 			}
 			run, err := r.window(ctx, c, cfg, round)
 			if err != nil {
-				return fmt.Errorf("round %d, %s: %w", round, cfg.Name, err)
+				// A failed window (a monitor that would not stop,
+				// say) is recorded and the run goes on; several in a
+				// row, or a cancelled run, end it.
+				failures++
+				if ctx.Err() != nil || failures > maxWindowFailures {
+					return fmt.Errorf("round %d, %s: %w", round, cfg.Name, err)
+				}
+				r.say("%s round %d %s: window failed, recorded as missing: %v", c.Name, round, cfg.Name, err)
+				run = &StudyRun{Seq: r.seq, Case: c.Name, Config: cfg.Name, Round: round, Warmup: round <= 0, Start: time.Now().UTC(), Error: err.Error()}
+			} else if run != nil {
+				failures = 0
 			}
 			if run == nil {
 				continue // became unavailable

@@ -59,16 +59,67 @@ func TestRunStudyOrderWarmupUnavailable(t *testing.T) {
 	}
 }
 
+// A run cancelled (Ctrl-C) in its middle returns what it measured.
 func TestRunStudyPartialResult(t *testing.T) {
-	st, _ := fakeStudy(map[string]int{"y": 3}) // y's third set-up fails
-	res, err := RunStudy(context.Background(), "fake", st, nil)
-	if err == nil || res == nil {
-		t.Fatalf("want a partial result and an error, got %v, %v", res, err)
+	st, order := fakeStudy(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	window := st.Window
+	st.Window = func(c context.Context, sc StudyCase, cfg StudyConfig) (map[string]float64, any, error) {
+		if len(*order) == 7 {
+			cancel()
+		}
+		return window(c, sc, cfg)
+	}
+	res, err := RunStudy(ctx, "fake", st, nil)
+	if !errors.Is(err, context.Canceled) || res == nil {
+		t.Fatalf("want a partial result and the cancellation, got %v, %v", res, err)
 	}
 	if len(res.Notes) == 0 || !strings.Contains(res.Notes[0], "partial result") {
 		t.Errorf("notes %q", res.Notes)
 	}
 	if s := res.Lookup(seriesID("fake", "a", "base", "", MetricGoodput)); s == nil || len(s.Values) == 0 {
-		t.Error("the windows measured before the error are lost")
+		t.Error("the windows measured before the end are lost")
+	}
+}
+
+// A window that fails is recorded as missing and the run goes on; failures
+// in a row end it.
+func TestRunStudyWindowFailure(t *testing.T) {
+	st, _ := fakeStudy(nil)
+	window := st.Window
+	n := 0
+	st.Window = func(ctx context.Context, c StudyCase, cfg StudyConfig) (map[string]float64, any, error) {
+		if cfg.Name == "x" {
+			n++
+			if n == 2 {
+				return nil, nil, errors.New("would not stop")
+			}
+		}
+		return window(ctx, c, cfg)
+	}
+	res, err := RunStudy(context.Background(), "fake", st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := res.Lookup(seriesID("fake", "a", "x", "", MetricGoodput))
+	if x == nil || x.Missing != 1 || len(x.Values) != 2 {
+		t.Errorf("x: %+v, want 2 values and 1 missing", x)
+	}
+	failed := 0
+	for _, r := range res.Runs {
+		if r.Error != "" {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d failed runs recorded, want 1", failed)
+	}
+	st, _ = fakeStudy(nil)
+	st.Window = func(context.Context, StudyCase, StudyConfig) (map[string]float64, any, error) {
+		return nil, nil, errors.New("broken")
+	}
+	if _, err := RunStudy(context.Background(), "fake", st, nil); err == nil {
+		t.Error("windows failing in a row must end the run")
 	}
 }
