@@ -166,6 +166,9 @@ func RunForwarding(ctx context.Context, o ForwardingOptions) (_ *Result, err err
 		}
 		st.Configs = append(st.Configs, cfg)
 	}
+	if fb.routers.tcAttach != "" {
+		st.Details["tc-bpf attach"] = fb.routers.tcAttach
+	}
 	if o.SingleTCP {
 		st.Cases = append(st.Cases, StudyCase{Name: "tcp-1", Start: func(ctx context.Context) (func() error, error) { return fb.startTCP(ctx, 1) }})
 	}

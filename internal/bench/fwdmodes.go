@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/probe"
 )
 
@@ -30,7 +31,7 @@ var ForwardModes = []string{FwdKernel, FwdTC, FwdXDP, FwdFlowtable}
 
 func routerModesText() string {
 	return "kernel: IP forwarding by the kernel (sysctl ip_forward=1, always on underneath); " +
-		"tc-bpf: bpf/fwd.c fwd_tc on the TCX ingress of both router interfaces (bpf_fib_lookup, TTL decrement, bpf_redirect with the FIB's MACs or bpf_redirect_neigh); " +
+		"tc-bpf: bpf/fwd.c fwd_tc on the tc ingress (TCX, else clsact) of both router interfaces (bpf_fib_lookup, TTL decrement, bpf_redirect with the FIB's MACs or bpf_redirect_neigh); " +
 		"xdp: bpf/fwd.c fwd_xdp in native (driver) mode on both router interfaces (bpf_fib_lookup, bpf_redirect_map into a DEVMAP_HASH), " +
 		"with xdp_pass on the client's and the server's interfaces (a veth receives redirected frames only when its peer has an XDP program); " +
 		"flowtable: nftables table inet with a flowtable on both router interfaces and a forward-chain rule 'flow add' for TCP and UDP (software fast path after the first packets of a flow)"
@@ -43,6 +44,7 @@ type routerModes struct {
 	cliIfidx, srvIfidx int // router interfaces
 	peerCli, peerSrv   int // client's and server's interfaces
 	kconfig            map[string]string
+	tcAttach           string // how tc-bpf attached: "tcx ingress" or "clsact ingress"
 }
 
 func newRouterModes(l *lab.Lab) (*routerModes, error) {
@@ -126,22 +128,31 @@ func (rm *routerModes) explain(mode string, err error) string {
 			msg = strings.Join(missing, ", ") + " not set in this kernel (/proc/config.gz); nft said: " + msg
 		}
 	}
-	if mode == FwdTC && errors.Is(err, ebpf.ErrNotSupported) {
-		msg = "TCX (Linux 6.6+) is missing and the bench has no legacy clsact attach for the forwarder: " + msg
-	}
 	return msg
 }
 
 func (rm *routerModes) setupTC(context.Context) (func() error, error) {
-	var links []link.Link
-	closeAll := func() error { return closeLinks(links) }
+	var atts []*loader.Attachment
+	closeAll := func() error {
+		var errs []error
+		for i := len(atts) - 1; i >= 0; i-- {
+			errs = append(errs, atts[i].Close())
+		}
+		return errors.Join(errs...)
+	}
+	// TCX where the kernel has it, else the legacy clsact filter (6.1).
 	err := rm.lab.Middlebox.Do(func() error {
-		for _, idx := range []int{rm.cliIfidx, rm.srvIfidx} {
-			l, err := link.AttachTCX(link.TCXOptions{Interface: idx, Program: rm.objs.FwdTc, Attach: ebpf.AttachTCXIngress})
+		for _, name := range []string{rm.lab.MiddleboxClientIf, rm.lab.MiddleboxServerIf[0]} {
+			ifc, err := loader.Inspect(name)
 			if err != nil {
 				return err
 			}
-			links = append(links, l)
+			att, err := loader.AttachTC(ifc, nil, rm.objs.FwdTc, loader.TCModeAuto)
+			if err != nil {
+				return err
+			}
+			atts = append(atts, att)
+			rm.tcAttach = strings.Join(att.Modes, ", ")
 		}
 		return nil
 	})
