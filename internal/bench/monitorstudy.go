@@ -88,29 +88,35 @@ func DefaultMonitorOptions() MonitorOptions {
 
 // MonitorWindow is the raw record of one window.
 type MonitorWindow struct {
-	Load       LoadWindow `json:"counters"`
-	BPFRuns    uint64     `json:"bpf_run_cnt"`
-	BPFNs      uint64     `json:"bpf_run_time_ns"`
-	Programs   int        `json:"programs_attached"`
-	ToolTicks  uint64     `json:"tool_cpu_ticks"`
-	Samples    uint64     `json:"samples_total"`
-	Lost       uint64     `json:"lost_total"`
-	OutBytes   uint64     `json:"output_bytes_total"`
-	OutLines   uint64     `json:"output_lines_total"`
-	Lifetime   float64    `json:"tool_lifetime_s"`
-	Stopped    string     `json:"stopped,omitempty"`
-	CPUPinned  cpuUse     `json:"cpu"`
-	ToolStderr string     `json:"stderr,omitempty"`
+	Load      LoadWindow `json:"counters"`
+	BPFRuns   uint64     `json:"bpf_run_cnt"`
+	BPFNs     uint64     `json:"bpf_run_time_ns"`
+	Programs  int        `json:"programs_attached"`
+	ToolTicks uint64     `json:"tool_cpu_ticks"`
+	Samples   uint64     `json:"samples_total"`
+	Lost      uint64     `json:"lost_total"`
+	OutBytes  uint64     `json:"output_bytes_total"`
+	OutLines  uint64     `json:"output_lines_total"`
+	Lifetime  float64    `json:"tool_lifetime_s"`
+	Stopped   string     `json:"stopped,omitempty"`
+	// StartSeconds is from starting the monitor to its programs being
+	// attached (rttscope; externals with --external-attach), StopSeconds
+	// from the stop signal to its exit.
+	StartSeconds float64 `json:"start_s,omitempty"`
+	StopSeconds  float64 `json:"stop_s,omitempty"`
+	CPUPinned    cpuUse  `json:"cpu"`
+	ToolStderr   string  `json:"stderr,omitempty"`
 }
 
 // monState is the state of a monitor study run.
 type monState struct {
-	o       *MonitorOptions
-	lb      *loadBench
-	tool    monitorTool
-	started time.Time
-	progs   []*ebpf.Program
-	capDir  string
+	o        *MonitorOptions
+	lb       *loadBench
+	tool     monitorTool
+	started  time.Time
+	attached time.Time // when its programs were found (or started, without)
+	progs    []*ebpf.Program
+	capDir   string
 }
 
 // RunMonitor runs the monitor study.
@@ -247,6 +253,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 					_ = teardown() // the attach error is the one to report
 					return nil, err
 				}
+				ms.attached = time.Now()
 			}
 			return teardown, nil
 		}})
@@ -301,7 +308,7 @@ func (ms *monState) setupRttscope(ctx context.Context, mode string) (func() erro
 		_ = ms.teardown() // the attach error is the one to report
 		return nil, err
 	}
-	ms.progs = []*ebpf.Program{eg, in}
+	ms.progs, ms.attached = []*ebpf.Program{eg, in}, time.Now()
 	return ms.teardown, nil
 }
 
@@ -310,7 +317,7 @@ func (ms *monState) setupProc(command, capture string) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms.tool, ms.started = t, time.Now()
+	ms.tool, ms.started, ms.attached = t, time.Now(), time.Now()
 	return ms.teardown, nil
 }
 
@@ -416,6 +423,8 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 		if err != nil {
 			return nil, nil, err
 		}
+		w.StopSeconds = time.Since(stopped).Seconds()
+		w.StartSeconds = ms.attached.Sub(ms.started).Seconds()
 		life := stopped.Sub(ms.started).Seconds()
 		c := tool.counters()
 		w.Samples, w.Lost, w.OutBytes, w.OutLines, w.Lifetime, w.Stopped = c.samples, c.lost, c.outBytes, c.outLines, life, how
