@@ -102,7 +102,7 @@ type FwdWindow struct {
 
 // RunForwarding runs the forwarding study.
 func RunForwarding(ctx context.Context, o ForwardingOptions) (_ *Result, err error) {
-	if err := checkRoot(); err != nil {
+	if err := checkRoot(o.Progress); err != nil {
 		return nil, err
 	}
 	if len(o.Modes) == 0 {

@@ -120,7 +120,7 @@ type HookWindow struct {
 
 // RunHooks runs the hooks study.
 func RunHooks(ctx context.Context, o HooksOptions) (_ *Result, err error) {
-	if err := checkRoot(); err != nil {
+	if err := checkRoot(o.Progress); err != nil {
 		return nil, err
 	}
 	if o.UDPPayload < 1 || o.UDPPayload > 1472 || o.Senders < 1 {
@@ -195,9 +195,17 @@ func RunHooks(ctx context.Context, o HooksOptions) (_ *Result, err error) {
 	return res, err
 }
 
-func checkRoot() error {
+// checkRoot refuses to run without root, and removes the namespaces of
+// labs whose process died (a bench killed with SIGKILL) before a study
+// builds its own.
+func checkRoot(progress io.Writer) error {
 	if unix.Geteuid() != 0 {
 		return errors.New("bench needs root (BPF programs, network namespaces): run with sudo")
+	}
+	if removed, err := lab.CleanupStale(); len(removed) > 0 && progress != nil {
+		fmt.Fprintf(progress, "bench: removed namespaces of labs whose process died: %s\n", strings.Join(removed, " "))
+	} else if err != nil && progress != nil {
+		fmt.Fprintf(progress, "bench: warning: cleaning up stale labs: %v\n", err)
 	}
 	return nil
 }

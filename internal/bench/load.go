@@ -715,7 +715,10 @@ func (lb *loadBench) snap(eg, in *ebpf.Program, m *monitorProc) (loadSnap, error
 		s.rtt, s.flow, s.agg = m.rtt.Load(), m.flow.Load(), m.agg.Load()
 	}
 	if lb.sink != nil {
-		s.sinkB = lb.sink.Bytes()
+		var err error
+		if s.sinkB, err = lb.sink.Bytes(); err != nil {
+			return s, err
+		}
 	}
 	if lb.udpSink != nil {
 		s.sinkB, s.sinkP = lb.udpSink.Bytes(), lb.udpSink.Packets()

@@ -121,7 +121,7 @@ type monState struct {
 
 // RunMonitor runs the monitor study.
 func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
-	if err := checkRoot(); err != nil {
+	if err := checkRoot(o.Progress); err != nil {
 		return nil, err
 	}
 	if err := o.Method.validate(); err != nil {
