@@ -176,7 +176,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
 		}
 	}()
-	lb := &loadBench{o: &lo, lab: l, ifname: l.MiddleboxServerIf[0], bin: o.MonitorBinary}
+	lb := &loadBench{o: &lo, lab: l, ifname: l.MiddleboxServerIf[0], bin: o.MonitorBinary, noRetrans: true}
 	if err := l.Middlebox.Do(func() (err error) {
 		if lb.ifidx, err = ifindex(lb.ifname); err != nil {
 			return err
