@@ -403,7 +403,7 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	sec := s1.t.Sub(s0.t).Seconds()
+	sec := s1.tIf.Sub(s0.tIf).Seconds()
 	fsec := f1.t.Sub(f0.t).Seconds()
 	w := MonitorWindow{BPFRuns: f1.runs - f0.runs, BPFNs: f1.ns - f0.ns, Programs: len(ms.progs), ToolTicks: f1.ticks - f0.ticks, CPUPinned: cpuUseBetween(f0.cpu, f1.cpu, fsec)}
 	w.Load = LoadWindow{Seconds: sec, FwdTxPackets: s1.srv.TxPackets - s0.srv.TxPackets, FwdTxBytes: s1.srv.TxBytes - s0.srv.TxBytes,
