@@ -327,10 +327,10 @@ func (lb *liveBench) attachRttscope(ctx context.Context, cfg loader.Config) (*at
 	a := &attached{stop: stop, mon: cw, owned: true}
 	err := nsrun.Named(lb.lab.Middlebox.Name, func() error {
 		var err error
-		if a.eg, err = findProgram(lb.ifidx, ebpf.AttachTCXEgress); err != nil {
+		if a.eg, err = findProgram(lb.ifidx, ebpf.AttachTCXEgress, nil); err != nil {
 			return err
 		}
-		a.in, err = findProgram(lb.ifidx, ebpf.AttachTCXIngress)
+		a.in, err = findProgram(lb.ifidx, ebpf.AttachTCXIngress, nil)
 		return err
 	})
 	if err != nil {
@@ -360,12 +360,15 @@ func (a *attached) close() error {
 
 // findProgram returns the rttscope program attached through TCX at dir of
 // the interface (in the current namespace).
-func findProgram(ifidx int, dir ebpf.AttachType) (*ebpf.Program, error) {
+func findProgram(ifidx int, dir ebpf.AttachType, skip map[ebpf.ProgramID]bool) (*ebpf.Program, error) {
 	q, err := link.QueryPrograms(link.QueryOptions{Target: ifidx, Attach: dir})
 	if err != nil {
 		return nil, fmt.Errorf("query TCX programs: %w", err)
 	}
 	for _, ap := range q.Programs {
+		if skip[ap.ID] {
+			continue
+		}
 		p, err := ebpf.NewProgramFromID(ap.ID)
 		if err != nil {
 			continue

@@ -178,6 +178,10 @@ type loadBench struct {
 	// syscalls waits for a P behind all of them after each one, and the
 	// window never ends (the monitor study does not report them).
 	noRetrans bool
+	// stale are programs still on the interface when a monitor starts (a
+	// stopped monitor's links go away asynchronously): waitAttached
+	// waits for programs not among them.
+	stale map[ebpf.ProgramID]bool
 	// current traffic
 	sink    *sinkProc // TCP sink in a child process
 	udpSink *traffic.UDPSink
@@ -661,10 +665,10 @@ func (lb *loadBench) waitAttached(ctx context.Context, m *monitorProc) (eg, in *
 	for {
 		err = nsrun.Named(lb.lab.Middlebox.Name, func() error {
 			var err error
-			if eg, err = findProgram(lb.ifidx, ebpf.AttachTCXEgress); err != nil {
+			if eg, err = findProgram(lb.ifidx, ebpf.AttachTCXEgress, lb.stale); err != nil {
 				return err
 			}
-			if in, err = findProgram(lb.ifidx, ebpf.AttachTCXIngress); err != nil {
+			if in, err = findProgram(lb.ifidx, ebpf.AttachTCXIngress, lb.stale); err != nil {
 				eg.Close()
 				eg = nil
 			}

@@ -298,6 +298,17 @@ func (ms *monState) teardown() error {
 }
 
 func (ms *monState) setupRttscope(ctx context.Context, mode string) (func() error, error) {
+	ms.lb.stale = map[ebpf.ProgramID]bool{}
+	if progs, err := attachedPrograms(ms.lb.lab.Middlebox.Name, ms.lb.ifidx); err == nil {
+		for _, p := range progs {
+			if info, err := p.Info(); err == nil {
+				if id, ok := info.ID(); ok {
+					ms.lb.stale[id] = true
+				}
+			}
+			_ = p.Close() // only its ID was needed
+		}
+	}
 	t, err := startRttscopeTool(ctx, ms.o.MonitorBinary, ms.lb.lab, ms.lb.ifname, mode)
 	if err != nil {
 		return nil, err
