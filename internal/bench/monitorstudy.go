@@ -297,18 +297,33 @@ func (ms *monState) teardown() error {
 	return err
 }
 
-func (ms *monState) setupRttscope(ctx context.Context, mode string) (func() error, error) {
+// noteStale records the programs on the interface before a monitor
+// starts: a stopped monitor's links go away asynchronously, and the new
+// monitor's programs are the others.
+func (ms *monState) noteStale() {
 	ms.lb.stale = map[ebpf.ProgramID]bool{}
-	if progs, err := attachedPrograms(ms.lb.lab.Middlebox.Name, ms.lb.ifidx); err == nil {
-		for _, p := range progs {
-			if info, err := p.Info(); err == nil {
-				if id, ok := info.ID(); ok {
-					ms.lb.stale[id] = true
-				}
-			}
-			_ = p.Close() // only its ID was needed
-		}
+	progs, err := attachedPrograms(ms.lb.lab.Middlebox.Name, ms.lb.ifidx)
+	if err != nil {
+		return
 	}
+	for _, p := range progs {
+		if id, ok := programID(p); ok {
+			ms.lb.stale[id] = true
+		}
+		_ = p.Close() // only its ID was needed
+	}
+}
+
+func programID(p *ebpf.Program) (ebpf.ProgramID, bool) {
+	info, err := p.Info()
+	if err != nil {
+		return 0, false
+	}
+	return info.ID()
+}
+
+func (ms *monState) setupRttscope(ctx context.Context, mode string) (func() error, error) {
+	ms.noteStale()
 	t, err := startRttscopeTool(ctx, ms.o.MonitorBinary, ms.lb.lab, ms.lb.ifname, mode)
 	if err != nil {
 		return nil, err
@@ -324,6 +339,7 @@ func (ms *monState) setupRttscope(ctx context.Context, mode string) (func() erro
 }
 
 func (ms *monState) setupProc(command, capture string) (func() error, error) {
+	ms.noteStale()
 	t, err := startProcTool(ms.lb.lab.Middlebox.Name, command, capture)
 	if err != nil {
 		return nil, err
@@ -351,11 +367,29 @@ func (ms *monState) waitStarted(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
+// freshPrograms are the programs on the interface that were not there
+// before the current monitor started.
+func (ms *monState) freshPrograms() ([]*ebpf.Program, error) {
+	progs, err := attachedPrograms(ms.lb.lab.Middlebox.Name, ms.lb.ifidx)
+	if err != nil {
+		return nil, err
+	}
+	out := progs[:0]
+	for _, p := range progs {
+		if id, ok := programID(p); ok && ms.lb.stale[id] {
+			_ = p.Close() // a stopped monitor's
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // waitPrograms waits up to d for BPF programs on the monitored interface.
 func (ms *monState) waitPrograms(ctx context.Context, d time.Duration) ([]*ebpf.Program, error) {
 	deadline := time.Now().Add(d)
 	for {
-		progs, err := attachedPrograms(ms.lb.lab.Middlebox.Name, ms.lb.ifidx)
+		progs, err := ms.freshPrograms()
 		if err != nil || len(progs) > 0 {
 			return progs, err
 		}
@@ -379,7 +413,7 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 	// it attached); they are looked up after the warm-up.
 	if ms.tool != nil && ms.progs == nil {
 		var err error
-		if ms.progs, err = attachedPrograms(lb.lab.Middlebox.Name, lb.ifidx); err != nil {
+		if ms.progs, err = ms.freshPrograms(); err != nil {
 			return nil, nil, err
 		}
 	}
