@@ -29,6 +29,19 @@ enum flow_event_reason {
 	EVENT_REASON_FLOW_TIMEOUT = 6,
 };
 
+/* What an RTT sample was measured with: the identifier space of a
+ * timestamp (the ts_map key carries it in flow.reserved) and the "source"
+ * of every output format. */
+enum rtt_source {
+	RTT_SOURCE_TCP_TS = 0, /* TCP timestamps: TSval -> TSecr */
+	RTT_SOURCE_ICMP = 1, /* ICMP/ICMPv6 echo sequence */
+	RTT_SOURCE_TCP_SEQ = 2, /* TCP data: end sequence -> covering ACK */
+	RTT_SOURCE_TCP_SYN = 3, /* handshake: SYN -> SYN-ACK, SYN-ACK -> ACK */
+	RTT_SOURCE_DNS = 4, /* DNS query -> response (tuple + id) */
+	RTT_SOURCE_QUIC_SPIN = 5, /* QUIC spin bit edges */
+	RTT_SOURCES = 6,
+};
+
 /* All times are ns: CLOCK_MONOTONIC when live, capture time (Unix ns) in
  * replay mode; user space converts. */
 struct rtt_event {
@@ -36,7 +49,9 @@ struct rtt_event {
 	__u32 ifindex;
 	__u64 timestamp;
 	struct network_tuple flow; /* direction of the reply */
-	__u32 match_on_egress;
+	__u8 match_on_egress;
+	__u8 source; /* enum rtt_source */
+	__u16 reserved;
 	__u64 rtt;
 	__u64 min_rtt;
 	__u64 srtt;
@@ -65,6 +80,7 @@ _Static_assert(sizeof(struct flow_event) == 64, "flow_event layout");
 BTF_EXPORT(enum event_type, event_type);
 BTF_EXPORT(enum flow_event_type, flow_event_type);
 BTF_EXPORT(enum flow_event_reason, flow_event_reason);
+BTF_EXPORT(enum rtt_source, rtt_source);
 BTF_EXPORT(struct rtt_event, rtt_event);
 BTF_EXPORT(struct flow_event, flow_event);
 

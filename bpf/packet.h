@@ -17,6 +17,18 @@ struct parsing_context {
 	bool is_xdp; /* constant per program: picks the walkers */
 };
 
+/* The sequence space of a TCP segment, filled in for the sources that work
+ * on it (id_tcp_seq.h) when they are switched on. */
+struct tcp_seg {
+	__u32 seq; /* first sequence number */
+	__u32 end; /* seq + payload, SYN and FIN counting one each */
+	__u32 ack; /* cumulative ACK, when ack_valid */
+	__u8 valid; /* the fields above are set */
+	__u8 ack_valid; /* the ACK flag is set */
+	__u8 syn;
+	__u8 reserved;
+};
+
 struct packet_info {
 	__u64 time;
 	__u32 l3_len; /* IP header + payload, the byte counters' unit */
@@ -29,8 +41,13 @@ struct packet_info {
 	__u8 event_type; /* enum flow_event_type caused by this packet */
 	__u8 event_reason; /* enum flow_event_reason */
 	__u8 ip_tos;
+	/* enum rtt_source of reply_id; that of pid.identifier is in
+	 * pid.flow.reserved, so each source has its own identifier space
+	 * in the timestamp map. Both 0 (TCP timestamps) unless set. */
+	__u8 reply_source;
 	__u32 reply_id;
 	struct packet_id pid; /* tuple of this packet + its identifier */
+	struct tcp_seg seg;
 };
 
 #endif /* RTTSCOPE_PACKET_H */

@@ -43,7 +43,8 @@ static __always_inline int parse_packet(struct parsing_context *pctx,
 	p->pid.flow.proto = l4proto;
 	p->l3_valid = true;
 
-	if (l4proto == IPPROTO_TCP && cfg_track_tcp)
+	if (l4proto == IPPROTO_TCP &&
+	    (cfg_track_tcp || cfg_track_tcp_handshake))
 		return parse_tcp_identifier(pctx, pos, p);
 	if (l4proto == IPPROTO_ICMP && cfg_track_icmp &&
 	    p->pid.flow.ipv == AF_INET)
@@ -158,6 +159,8 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 	e->flow = p->pid.flow;
 	e->flow.reserved = 0;
 	e->match_on_egress = p->is_egress;
+	e->source = p->reply_source;
+	e->reserved = 0;
 	e->rtt = rtt;
 	e->min_rtt = orig->min_rtt;
 	e->srtt = orig->srtt;
@@ -288,6 +291,7 @@ static __always_inline void match_packet(struct packet_info *p,
 		return;
 
 	reverse_tuple(&p->pid.flow, &rid.flow);
+	rid.flow.reserved = p->reply_source;
 	rid.identifier = p->reply_id;
 	ts = bpf_map_lookup_elem(&ts_map, &rid);
 	if (!ts)
@@ -304,6 +308,7 @@ static __always_inline void match_packet(struct packet_info *p,
 		return;
 
 	rtt = p->time - sent;
+	count_sample(p->reply_source);
 	if (!orig->min_rtt || rtt < orig->min_rtt)
 		orig->min_rtt = rtt;
 	orig->srtt = update_srtt(orig->srtt, rtt);
@@ -378,6 +383,8 @@ static __always_inline void handle_packet(void *ctx,
 	snd->sent_pkts++;
 	snd->sent_bytes += p.l3_len;
 	if (cfg_steps >= STEP_TIMESTAMP) {
+		if (tcp_seq_used() && p.seg.valid)
+			tcp_seq_on_flow(&p, fs, snd, side, self ? side : side ^ 1);
 		timestamp_packet(ctx, &p, snd, new_flow);
 		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
 	}

@@ -31,9 +31,10 @@ const (
 	offTimestamp = 8
 	tupleOffset  = 16
 
-	// struct rtt_event: u32 match_on_egress, then u64 fields.
+	// struct rtt_event: u8 match_on_egress, u8 source, then u64 fields.
 	rttRecordSize       = 120
 	rttOffMatchOnEgress = 60
+	rttOffSource        = 61
 	rttOffRTT           = 64
 	rttOffMinRTT        = 72
 	rttOffSRTT          = 80
@@ -90,7 +91,8 @@ func (d *Decoder) Decode(raw []byte, rtt *RTT, flow *FlowEvent) (Kind, error) {
 		rtt.Ifindex = le.Uint32(raw[offIfindex:])
 		rtt.Time = int64(le.Uint64(raw[offTimestamp:])) + d.ClockOffset
 		decodeTuple(raw[tupleOffset:], &rtt.Flow)
-		rtt.MatchOnEgress = le.Uint32(raw[rttOffMatchOnEgress:]) != 0
+		rtt.MatchOnEgress = raw[rttOffMatchOnEgress] != 0
+		rtt.Source = Source(raw[rttOffSource])
 		rtt.RTT = time.Duration(le.Uint64(raw[rttOffRTT:]))
 		rtt.MinRTT = time.Duration(le.Uint64(raw[rttOffMinRTT:]))
 		rtt.SmoothedRTT = time.Duration(le.Uint64(raw[rttOffSRTT:]))

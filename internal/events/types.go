@@ -37,6 +37,41 @@ func (p Protocol) String() string {
 	return "UNKNOWN"
 }
 
+// Source is what an RTT sample was measured with (enum rtt_source in
+// bpf/events.h).
+type Source uint8
+
+// The RTT sources.
+const (
+	SourceTCPTS    = Source(probe.RttscopeRttSourceRTT_SOURCE_TCP_TS)    // TCP timestamps: TSval echoed in TSecr
+	SourceICMP     = Source(probe.RttscopeRttSourceRTT_SOURCE_ICMP)      // ICMP/ICMPv6 echo
+	SourceTCPSeq   = Source(probe.RttscopeRttSourceRTT_SOURCE_TCP_SEQ)   // TCP data: end sequence, covering ACK
+	SourceTCPSYN   = Source(probe.RttscopeRttSourceRTT_SOURCE_TCP_SYN)   // TCP handshake
+	SourceDNS      = Source(probe.RttscopeRttSourceRTT_SOURCE_DNS)       // DNS query and response
+	SourceQUICSpin = Source(probe.RttscopeRttSourceRTT_SOURCE_QUIC_SPIN) // QUIC spin bit
+	NumSources     = int(probe.RttscopeRttSourceRTT_SOURCES)
+)
+
+var sourceNames = [NumSources]string{"tcp_ts", "icmp", "tcp_seq", "tcp_syn", "dns", "quic_spin"}
+
+// String returns the source's name in every output format ("source").
+func (s Source) String() string {
+	if int(s) < NumSources {
+		return sourceNames[s]
+	}
+	return "unknown"
+}
+
+// Tag is the source's mark on the standard format's RTT lines: empty for
+// the sources ePPing has (TCP timestamps, ICMP echo), whose lines stay
+// ePPing's, the source's name otherwise.
+func (s Source) Tag() string {
+	if s == SourceTCPTS || s == SourceICMP {
+		return ""
+	}
+	return s.String()
+}
+
 // Endpoint is one side of a flow. For ICMP echo the echo identifier stands
 // in for the port on both sides.
 type Endpoint struct {
@@ -81,6 +116,8 @@ type RTT struct {
 	MatchOnEgress bool
 	// Ifindex is the interface the reply was matched on (0 in replay).
 	Ifindex uint32
+	// Source is what the sample was measured with.
+	Source Source
 }
 
 // FlowEventType says whether a flow opens or closes.
@@ -180,6 +217,14 @@ type Stats struct {
 	// summaries of ended flows lost because their ring buffer had no
 	// room; SummariesSent counts those delivered.
 	SummaryMapFull, SummaryRingbufFull, SummariesSent uint64
+	// Samples counts the RTT samples of each source (events or
+	// aggregated), indexed by Source.
+	Samples [NumSources]uint64
+	// TCPSeqRetransmissions counts TCP segments that carried sequence
+	// numbers already sent (seen by the sequence sources only), and
+	// TCPSeqAmbiguous the timed ranges they made ambiguous (Karn's rule:
+	// dropped, no sample).
+	TCPSeqRetransmissions, TCPSeqAmbiguous uint64
 	// Variant names the variant of each optional part in use, as
 	// "cleanup=iterator summaries=map-walk" (loader.Variant); empty in
 	// records that do not carry it.

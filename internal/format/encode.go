@@ -94,6 +94,10 @@ func appendRTTStandard(b []byte, e *events.RTT, st *style) []byte {
 	b = append(b, e.Flow.Proto.String()...)
 	b = append(b, ' ')
 	b = appendFlowName(b, &e.Flow)
+	if tag := e.Source.Tag(); tag != "" {
+		b = append(b, ' ')
+		b = append(b, tag...)
+	}
 	return append(b, '\n')
 }
 
@@ -314,7 +318,8 @@ func appendCommonJSON(b []byte, ts int64, f *events.Flow) []byte {
 }
 
 // appendRTTJSON appends an RTT object: ePPing's fields in ePPing's order,
-// then rttscope's own (smoothed_rtt). Minimal output has no counters.
+// then rttscope's own (smoothed_rtt, source). Minimal output has no
+// counters.
 func appendRTTJSON(b []byte, e *events.RTT, st *style) []byte {
 	b = appendCommonJSON(b, e.Time, &e.Flow)
 	b = append(b, ',')
@@ -335,6 +340,8 @@ func appendRTTJSON(b []byte, e *events.RTT, st *style) []byte {
 	b = appendBool(b, "match_on_egress", e.MatchOnEgress)
 	b = append(b, ',')
 	b = appendInt(b, "smoothed_rtt", int64(e.SmoothedRTT))
+	b = append(b, ',')
+	b = appendStr(b, "source", e.Source.String())
 	return append(b, '}')
 }
 

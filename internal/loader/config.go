@@ -21,6 +21,12 @@ type Config struct {
 	RTTRateUseSRTT bool
 	TrackTCP       bool
 	TrackICMP      bool
+	// TCPMode says where TCP data samples (TrackTCP) come from:
+	// timestamps, sequence numbers, or each where it can (docs/sources.md).
+	TCPMode TCPMode
+	// TrackTCPHandshake reports handshake samples (SYN -> SYN-ACK,
+	// SYN-ACK -> ACK); SYNs then open flows.
+	TrackTCPHandshake bool
 	// IncludeSYN timestamps SYNs and lets them open flows.
 	IncludeSYN bool
 	// IncludeLocal also timestamps packets addressed to this host, so the
@@ -53,6 +59,22 @@ type Config struct {
 	// zero value is the whole program.
 	Steps Step
 }
+
+// TCPMode is where TCP data samples come from (enum tcp_mode in
+// bpf/config.h).
+type TCPMode uint32
+
+// The TCP modes.
+const (
+	// TCPAuto uses the timestamps of segments that carry the option and
+	// the sequence numbers of those that do not.
+	TCPAuto       TCPMode = 0
+	TCPTimestamps TCPMode = 1 // timestamps only (ePPing)
+	TCPSequence   TCPMode = 2 // sequence and ACK numbers only
+)
+
+// TCPModeNames name the modes in flag order (--tcp-mode).
+var TCPModeNames = []string{"auto", "ts", "seq"}
 
 // Step is a step of the data path, in the order the steps add cost (enum
 // step in bpf/config.h).
@@ -105,8 +127,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rate limit must be >= 0, got %v", c.RateLimit)
 	case c.RTTRate < 0 || math.IsNaN(c.RTTRate) || c.RTTRate > 1e6:
 		return fmt.Errorf("rtt rate must be between 0 and 1e6, got %v", c.RTTRate)
-	case !c.TrackTCP && !c.TrackICMP:
-		return fmt.Errorf("nothing to track: enable TCP and/or ICMP")
+	case !c.TrackTCP && !c.TrackICMP && !c.TrackTCPHandshake:
+		return fmt.Errorf("nothing to track: enable TCP, the TCP handshake and/or ICMP")
+	case c.TCPMode > TCPSequence:
+		return fmt.Errorf("unknown TCP mode %d", c.TCPMode)
 	case c.TCPFlowTimeout <= 0 || c.OtherFlowTimeout <= 0 || c.TimestampTimeout <= 0:
 		return fmt.Errorf("timeouts must be > 0")
 	case c.FlowMapSize == 0 || c.TimestampMapSize == 0:

@@ -209,6 +209,8 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		{v.CfgRttRateUseSrtt, cfg.RTTRateUseSRTT},
 		{v.CfgTrackTcp, cfg.TrackTCP},
 		{v.CfgTrackIcmp, cfg.TrackICMP},
+		{v.CfgTcpMode, uint32(cfg.TCPMode)},
+		{v.CfgTrackTcpHandshake, cfg.TrackTCPHandshake},
 		{v.CfgIncludeSyn, cfg.IncludeSYN},
 		{v.CfgLocalFilter, !cfg.IncludeLocal && !cfg.Replay},
 		{v.CfgReplay, cfg.Replay},

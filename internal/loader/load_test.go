@@ -33,6 +33,16 @@ func TestLoadPassesVerifier(t *testing.T) {
 		"aggregate-all": func(c *Config) {
 			c.Aggregate, c.TrackICMP, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true
 		},
+		"tcp-ts":    func(c *Config) { c.TCPMode = TCPTimestamps },
+		"tcp-seq":   func(c *Config) { c.TCPMode = TCPSequence },
+		"handshake": func(c *Config) { c.TrackTCP, c.TrackTCPHandshake = false, true },
+		"sources-all": func(c *Config) {
+			c.TrackICMP, c.TrackTCPHandshake, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true
+		},
+		"sources-all-replay-aggregate-summary": func(c *Config) {
+			c.TrackICMP, c.TrackTCPHandshake, c.Replay, c.Aggregate, c.FlowSummary = true, true, true, true, true
+		},
+		"seq-handshake-ts-mode": func(c *Config) { c.TCPMode, c.TrackTCPHandshake = TCPTimestamps, true },
 	}
 	for name, mod := range variants {
 		t.Run(name, func(t *testing.T) {

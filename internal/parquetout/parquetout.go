@@ -43,8 +43,8 @@ const (
 // Row is one record. Every row has RecordType and Timestamp; which other
 // columns it fills depends on its type (docs/files.md):
 //
-//   - rtt: the flow columns, rtt, min_rtt, smoothed_rtt, match_on_egress
-//     and (without --minimal) the four counters;
+//   - rtt: the flow columns, rtt, min_rtt, smoothed_rtt, match_on_egress,
+//     source and (without --minimal) the four counters;
 //   - flow_event: the flow columns, flow_event, reason, triggered_by;
 //   - stats, aggregate, flow_summary, anon_key: record, the record's jsonl
 //     object as JSON text, so that these records, a few per interval, keep
@@ -73,6 +73,7 @@ type Row struct {
 	RecBytes      *uint64 `parquet:"rec_bytes,optional,zstd"`
 	MatchOnEgress *bool   `parquet:"match_on_egress,optional,zstd"`
 	SmoothedRTT   *int64  `parquet:"smoothed_rtt,optional,zstd"`
+	Source        *string `parquet:"source,optional,dict,zstd"`
 	FlowEvent     *string `parquet:"flow_event,optional,dict,zstd"`
 	Reason        *string `parquet:"reason,optional,dict,zstd"`
 	TriggeredBy   *string `parquet:"triggered_by,optional,dict,zstd"`
@@ -224,6 +225,21 @@ func protoName(p events.Protocol) *string {
 	return &s
 }
 
+// sourceNames are the names of the RTT sources, shared by every row.
+var sourceNames = func() (n [events.NumSources]*string) {
+	for i := range n {
+		n[i] = ptr(events.Source(i).String())
+	}
+	return n
+}()
+
+func sourceName(s events.Source) *string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return ptr(s.String())
+}
+
 func init() {
 	for _, p := range []events.Protocol{events.ProtoTCP, events.ProtoICMP, events.ProtoICMPv6, events.ProtoUDP} {
 		s := p.String()
@@ -311,7 +327,7 @@ func (w *Writer) WriteRTT(e *events.RTT) error {
 	}
 	r := Row{RecordType: *strRTT, Timestamp: e.Time,
 		RTT: w.cur.i64.ptr(int64(e.RTT)), MinRTT: w.cur.i64.ptr(int64(e.MinRTT)), SmoothedRTT: w.cur.i64.ptr(int64(e.SmoothedRTT)),
-		MatchOnEgress: w.cur.bools.ptr(e.MatchOnEgress)}
+		MatchOnEgress: w.cur.bools.ptr(e.MatchOnEgress), Source: sourceName(e.Source)}
 	w.fillFlow(&r, &e.Flow)
 	if !w.opts.Minimal {
 		r.SentPackets, r.SentBytes = w.cur.u64.ptr(e.SentPackets), w.cur.u64.ptr(e.SentBytes)

@@ -23,6 +23,7 @@ func sample(i int) *events.RTT {
 		},
 		RTT: time.Duration(10_000_000 + i), MinRTT: 10_000_000, SmoothedRTT: time.Duration(10_000_000 + i/2),
 		SentPackets: uint64(i), SentBytes: uint64(i * 1448), RecPackets: uint64(i / 2), RecBytes: uint64(i * 20),
+		Source: events.Source(i % events.NumSources),
 	}
 }
 
@@ -69,7 +70,8 @@ func TestRoundTrip(t *testing.T) {
 	if r.RecordType != TypeRTT || r.Timestamp != s.Time || *r.RTT != int64(s.RTT) || *r.MinRTT != int64(s.MinRTT) ||
 		*r.SmoothedRTT != int64(s.SmoothedRTT) || *r.SrcIP != "192.0.2.10" || *r.DestIP != "10.0.0.1" ||
 		*r.SrcPort != 443 || *r.DestPort != int32(s.Flow.Dst.Port) || *r.Protocol != "TCP" ||
-		*r.SentBytes != s.SentBytes || *r.RecPackets != s.RecPackets || *r.MatchOnEgress {
+		*r.SentBytes != s.SentBytes || *r.RecPackets != s.RecPackets || *r.MatchOnEgress ||
+		*r.Source != "tcp_syn" { // 123 % NumSources
 		t.Errorf("row %+v for %+v", r, s)
 	}
 	f := rows[n]

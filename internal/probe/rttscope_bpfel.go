@@ -52,26 +52,34 @@ type RttscopeAggStats struct {
 type RttscopeCounter uint32
 
 const (
-	RttscopeCounterCOUNTER_PACKETS              RttscopeCounter = 0
-	RttscopeCounterCOUNTER_RTT_EVENTS           RttscopeCounter = 1
-	RttscopeCounterCOUNTER_FLOW_EVENTS          RttscopeCounter = 2
-	RttscopeCounterCOUNTER_RINGBUF_FULL         RttscopeCounter = 3
-	RttscopeCounterCOUNTER_FLOWS_CREATED        RttscopeCounter = 4
-	RttscopeCounterCOUNTER_FLOWS_DELETED        RttscopeCounter = 5
-	RttscopeCounterCOUNTER_FLOW_MAP_FULL        RttscopeCounter = 6
-	RttscopeCounterCOUNTER_FLOWS_TIMED_OUT      RttscopeCounter = 7
-	RttscopeCounterCOUNTER_TS_CREATED           RttscopeCounter = 8
-	RttscopeCounterCOUNTER_TS_DELETED           RttscopeCounter = 9
-	RttscopeCounterCOUNTER_TS_MAP_FULL          RttscopeCounter = 10
-	RttscopeCounterCOUNTER_TS_EXPIRED           RttscopeCounter = 11
-	RttscopeCounterCOUNTER_FLOWS_EVICTED        RttscopeCounter = 12
-	RttscopeCounterCOUNTER_TS_EVICTED           RttscopeCounter = 13
-	RttscopeCounterCOUNTER_AGG_SAMPLES          RttscopeCounter = 14
-	RttscopeCounterCOUNTER_AGG_MAP_FULL         RttscopeCounter = 15
-	RttscopeCounterCOUNTER_SUMMARY_MAP_FULL     RttscopeCounter = 16
-	RttscopeCounterCOUNTER_SUMMARY_RINGBUF_FULL RttscopeCounter = 17
-	RttscopeCounterCOUNTER_SUMMARIES_SENT       RttscopeCounter = 18
-	RttscopeCounterCOUNTER_NR                   RttscopeCounter = 19
+	RttscopeCounterCOUNTER_PACKETS                 RttscopeCounter = 0
+	RttscopeCounterCOUNTER_RTT_EVENTS              RttscopeCounter = 1
+	RttscopeCounterCOUNTER_FLOW_EVENTS             RttscopeCounter = 2
+	RttscopeCounterCOUNTER_RINGBUF_FULL            RttscopeCounter = 3
+	RttscopeCounterCOUNTER_FLOWS_CREATED           RttscopeCounter = 4
+	RttscopeCounterCOUNTER_FLOWS_DELETED           RttscopeCounter = 5
+	RttscopeCounterCOUNTER_FLOW_MAP_FULL           RttscopeCounter = 6
+	RttscopeCounterCOUNTER_FLOWS_TIMED_OUT         RttscopeCounter = 7
+	RttscopeCounterCOUNTER_TS_CREATED              RttscopeCounter = 8
+	RttscopeCounterCOUNTER_TS_DELETED              RttscopeCounter = 9
+	RttscopeCounterCOUNTER_TS_MAP_FULL             RttscopeCounter = 10
+	RttscopeCounterCOUNTER_TS_EXPIRED              RttscopeCounter = 11
+	RttscopeCounterCOUNTER_FLOWS_EVICTED           RttscopeCounter = 12
+	RttscopeCounterCOUNTER_TS_EVICTED              RttscopeCounter = 13
+	RttscopeCounterCOUNTER_AGG_SAMPLES             RttscopeCounter = 14
+	RttscopeCounterCOUNTER_AGG_MAP_FULL            RttscopeCounter = 15
+	RttscopeCounterCOUNTER_SUMMARY_MAP_FULL        RttscopeCounter = 16
+	RttscopeCounterCOUNTER_SUMMARY_RINGBUF_FULL    RttscopeCounter = 17
+	RttscopeCounterCOUNTER_SUMMARIES_SENT          RttscopeCounter = 18
+	RttscopeCounterCOUNTER_SAMPLES_TCP_TS          RttscopeCounter = 19
+	RttscopeCounterCOUNTER_SAMPLES_ICMP            RttscopeCounter = 20
+	RttscopeCounterCOUNTER_SAMPLES_TCP_SEQ         RttscopeCounter = 21
+	RttscopeCounterCOUNTER_SAMPLES_TCP_SYN         RttscopeCounter = 22
+	RttscopeCounterCOUNTER_SAMPLES_DNS             RttscopeCounter = 23
+	RttscopeCounterCOUNTER_SAMPLES_QUIC_SPIN       RttscopeCounter = 24
+	RttscopeCounterCOUNTER_TCP_SEQ_RETRANSMISSIONS RttscopeCounter = 25
+	RttscopeCounterCOUNTER_TCP_SEQ_AMBIGUOUS       RttscopeCounter = 26
+	RttscopeCounterCOUNTER_NR                      RttscopeCounter = 27
 )
 
 type RttscopeEventType uint32
@@ -135,6 +143,15 @@ type RttscopeFlowState struct {
 	Opener      uint8
 	ClosingSent uint8
 	Reserved    [6]uint8
+	Seq         [2]struct {
+		_           structs.HostLayout
+		MaxEnd      uint32
+		TimedEnd    uint32
+		HasMax      uint8
+		Timed       uint8
+		TimedSource uint8
+		Reserved    uint8
+	}
 }
 
 type RttscopeFlowSummary struct {
@@ -214,7 +231,9 @@ type RttscopeRttEvent struct {
 	Ifindex       uint32
 	Timestamp     uint64
 	Flow          RttscopeNetworkTuple
-	MatchOnEgress uint32
+	MatchOnEgress uint8
+	Source        uint8
+	Reserved      uint16
 	Rtt           uint64
 	MinRtt        uint64
 	Srtt          uint64
@@ -223,6 +242,18 @@ type RttscopeRttEvent struct {
 	RecPkts       uint64
 	RecBytes      uint64
 }
+
+type RttscopeRttSource uint32
+
+const (
+	RttscopeRttSourceRTT_SOURCE_TCP_TS    RttscopeRttSource = 0
+	RttscopeRttSourceRTT_SOURCE_ICMP      RttscopeRttSource = 1
+	RttscopeRttSourceRTT_SOURCE_TCP_SEQ   RttscopeRttSource = 2
+	RttscopeRttSourceRTT_SOURCE_TCP_SYN   RttscopeRttSource = 3
+	RttscopeRttSourceRTT_SOURCE_DNS       RttscopeRttSource = 4
+	RttscopeRttSourceRTT_SOURCE_QUIC_SPIN RttscopeRttSource = 5
+	RttscopeRttSourceRTT_SOURCES          RttscopeRttSource = 6
+)
 
 // Names of all BPF objects in the ELF.
 //
@@ -268,8 +299,10 @@ const (
 	RttscopeVarCfgRttRateUseSrtt          = "cfg_rtt_rate_use_srtt"
 	RttscopeVarCfgSteps                   = "cfg_steps"
 	RttscopeVarCfgTcpFlowTimeoutNs        = "cfg_tcp_flow_timeout_ns"
+	RttscopeVarCfgTcpMode                 = "cfg_tcp_mode"
 	RttscopeVarCfgTrackIcmp               = "cfg_track_icmp"
 	RttscopeVarCfgTrackTcp                = "cfg_track_tcp"
+	RttscopeVarCfgTrackTcpHandshake       = "cfg_track_tcp_handshake"
 	RttscopeVarCfgTsTimeoutNs             = "cfg_ts_timeout_ns"
 	RttscopeVarReplayNow                  = "replay_now"
 )
@@ -368,8 +401,10 @@ type RttscopeVariableSpecs struct {
 	CfgRttRateUseSrtt     *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_use_srtt"`
 	CfgSteps              *ebpf.VariableSpec `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.VariableSpec `ebpf:"cfg_tcp_flow_timeout_ns"`
+	CfgTcpMode            *ebpf.VariableSpec `ebpf:"cfg_tcp_mode"`
 	CfgTrackIcmp          *ebpf.VariableSpec `ebpf:"cfg_track_icmp"`
 	CfgTrackTcp           *ebpf.VariableSpec `ebpf:"cfg_track_tcp"`
+	CfgTrackTcpHandshake  *ebpf.VariableSpec `ebpf:"cfg_track_tcp_handshake"`
 	CfgTsTimeoutNs        *ebpf.VariableSpec `ebpf:"cfg_ts_timeout_ns"`
 	ReplayNow             *ebpf.VariableSpec `ebpf:"replay_now"`
 }
@@ -451,8 +486,10 @@ type RttscopeVariables struct {
 	CfgRttRateUseSrtt     *ebpf.Variable `ebpf:"cfg_rtt_rate_use_srtt"`
 	CfgSteps              *ebpf.Variable `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.Variable `ebpf:"cfg_tcp_flow_timeout_ns"`
+	CfgTcpMode            *ebpf.Variable `ebpf:"cfg_tcp_mode"`
 	CfgTrackIcmp          *ebpf.Variable `ebpf:"cfg_track_icmp"`
 	CfgTrackTcp           *ebpf.Variable `ebpf:"cfg_track_tcp"`
+	CfgTrackTcpHandshake  *ebpf.Variable `ebpf:"cfg_track_tcp_handshake"`
 	CfgTsTimeoutNs        *ebpf.Variable `ebpf:"cfg_ts_timeout_ns"`
 	ReplayNow             *ebpf.Variable `ebpf:"replay_now"`
 }

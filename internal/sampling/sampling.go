@@ -93,6 +93,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, keep func(name string) bool) {
 	all.VarP(flagval.Choice(&c.RTTRateUseSRTT, []string{"min", "smoothed"}, []bool{false, true}).Alias("srtt", true),
 		"rtt-type", "t", "RTT the --rtt-rate applies to: min or smoothed")
 	o.addSourceFlags(all)
+	all.Var(flagval.Choice(&c.TCPMode, loader.TCPModeNames, []loader.TCPMode{loader.TCPAuto, loader.TCPTimestamps, loader.TCPSequence}),
+		"tcp-mode", "where TCP samples come from: ts (timestamp option, as ePPing), seq (sequence and ACK numbers, Karn's rule) or auto (timestamps where a segment has the option, sequence numbers where it does not)")
 	all.BoolVarP(&c.IncludeSYN, "include-syn", "s", c.IncludeSYN, "also timestamp SYNs, so handshakes open flows and give samples (can fill state under SYN floods)")
 	all.BoolVarP(&c.IncludeLocal, "include-local", "l", c.IncludeLocal, "also timestamp packets addressed to this host, giving samples of its own response time (matched on egress)")
 	all.DurationVar(&c.TCPFlowTimeout, "tcp-flow-timeout", c.TCPFlowTimeout, "forget TCP flows idle this long (reported as closing due to flow timeout)")
@@ -125,7 +127,8 @@ func (o *Options) addSourceFlags(fs *pflag.FlagSet) {
 		on          *bool
 		usage       string
 	}{
-		{"tcp", "T", &o.BPF.TrackTCP, "report TCP RTTs from TCP timestamps (the default when neither -T nor -C is given)"},
+		{"tcp", "T", &o.BPF.TrackTCP, "report TCP RTTs of data segments, see --tcp-mode (the default when no source flag is given)"},
+		{"tcp-handshake", "", &o.BPF.TrackTCPHandshake, "report TCP handshake RTTs: SYN to SYN-ACK and SYN-ACK to ACK (SYNs then open flows, which can fill state under SYN floods)"},
 		{"icmp", "C", &o.BPF.TrackICMP, "report ICMP and ICMPv6 echo RTTs"},
 	} {
 		g.on, g.defaults, g.given = append(g.on, s.on), append(g.defaults, *s.on), append(g.given, false)
