@@ -314,7 +314,7 @@ static __always_inline void match_packet(struct packet_info *p,
 	orig->srtt = update_srtt(orig->srtt, rtt);
 	if (cfg_steps < STEP_EVENTS)
 		return;
-	summary_add(key, orig_side, rtt);
+	summary_add(key, orig_side, rtt, p->reply_source);
 	if (cfg_aggregate)
 		agg_add_rtt(p, rtt);
 	else

@@ -71,4 +71,6 @@ type Aggregate struct {
 	Min, Mean, Max     time.Duration // exact
 	P50, P90, P95, P99 time.Duration // from the histogram
 	Histogram          []HistBin     // non-empty bins, ascending
+	// BySource counts the samples of each source (indexed by Source).
+	BySource [NumSources]uint64
 }

@@ -69,6 +69,7 @@ func TestLayout(t *testing.T) {
 		{"flow_summary_dir_event.min", dirOffMin, 8, unsafe.Offsetof(s.Dir[0].Min), unsafe.Sizeof(s.Dir[0].Min)},
 		{"flow_summary_dir_event.max", dirOffMax, 8, unsafe.Offsetof(s.Dir[0].Max), unsafe.Sizeof(s.Dir[0].Max)},
 		{"flow_summary_dir_event.hist", dirOffHist, 2 * hist.CoarseBins, unsafe.Offsetof(s.Dir[0].Hist), unsafe.Sizeof(s.Dir[0].Hist)},
+		{"flow_summary_dir_event.source_count", dirOffBySource, 4 * uintptr(NumSources), unsafe.Offsetof(s.Dir[0].SourceCount), unsafe.Sizeof(s.Dir[0].SourceCount)},
 	} {
 		if c.off != c.goff || c.size != c.gsize {
 			t.Errorf("%s: the decoder reads %d bytes at %d, the BPF object has %d at %d", c.name, c.size, c.off, c.gsize, c.goff)

@@ -20,9 +20,10 @@ func (w *writer) WriteAggregate(a *events.Aggregate) error {
 
 // appendAggregateStandard appends one line:
 //
-//	HH:MM:SS.nnnnnnnnn PREFIX rtt n=N min=X mean=X p50=X p90=X p95=X p99=X max=X ms rx=P pkts B bytes tx=P pkts B bytes
+//	HH:MM:SS.nnnnnnnnn PREFIX rtt n=N [tcp_ts=N ...] min=X mean=X p50=X p90=X p95=X p99=X max=X ms rx=P pkts B bytes tx=P pkts B bytes
 //
-// (the rtt part is "rtt n=0" without samples; minimal output has no rx and
+// (the bracket counts the samples of each source that has some; the rtt
+// part is "rtt n=0" without samples; minimal output has no rx and
 // tx part; a prefix dropped by --anonymize drop shows as "#ID").
 func appendAggregateStandard(b []byte, a *events.Aggregate, st *style) []byte {
 	b = appendTimeOfDay(b, a.Time, st.loc)
@@ -30,6 +31,7 @@ func appendAggregateStandard(b []byte, a *events.Aggregate, st *style) []byte {
 	b = appendPrefix(b, a)
 	b = append(b, " rtt n="...)
 	b = strconv.AppendUint(b, a.Count, 10)
+	b = appendSourcesStandard(b, &a.BySource)
 	if a.Count > 0 {
 		for _, f := range [...]struct {
 			name string
@@ -90,7 +92,8 @@ func appendTrafficJSON(b []byte, key string, t *events.Traffic) []byte {
 }
 
 // appendAggregateJSON appends an aggregate object. The RTT statistics are
-// present only when count_rtt > 0. histogram lists the non-empty bins as
+// present only when count_rtt > 0, count_by_source (the samples of each
+// source that has some) first. histogram lists the non-empty bins as
 // [lower_ns, upper_ns, count] (upper_ns null for the overflow bin). A
 // prefix dropped by --anonymize drop has prefix_id in place of ip_prefix;
 // minimal output has no rx_stats and tx_stats.
@@ -121,6 +124,8 @@ func appendAggregateJSON(b []byte, a *events.Aggregate, st *style) []byte {
 	if a.Count == 0 {
 		return append(b, '}')
 	}
+	b = append(b, ',')
+	b = appendSourcesJSON(b, &a.BySource)
 	for _, f := range [...]struct {
 		name string
 		v    time.Duration

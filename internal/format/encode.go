@@ -433,6 +433,49 @@ func appendProgramJSON(b []byte, p *events.ProgramStats) []byte {
 	return append(b, '}')
 }
 
+// appendSourcesStandard appends " [tcp_ts=N tcp_seq=M]": the sources with
+// samples among counts (indexed by events.Source); nothing without any.
+func appendSourcesStandard(b []byte, counts *[events.NumSources]uint64) []byte {
+	first := true
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if first {
+			b = append(b, " ["...)
+			first = false
+		} else {
+			b = append(b, ' ')
+		}
+		b = append(b, events.Source(i).String()...)
+		b = append(b, '=')
+		b = strconv.AppendUint(b, n, 10)
+	}
+	if !first {
+		b = append(b, ']')
+	}
+	return b
+}
+
+// appendSourcesJSON appends "count_by_source":{"tcp_ts":N,...} with the
+// sources that have samples.
+func appendSourcesJSON(b []byte, counts *[events.NumSources]uint64) []byte {
+	b = appendKey(b, "count_by_source")
+	b = append(b, '{')
+	first := true
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendUint(b, events.Source(i).String(), n)
+	}
+	return append(b, '}')
+}
+
 // appendAnonKeyLine appends the standard and ppviz formats' line for an
 // anonymization key: "HH:MM:SS.nnnnnnnnn anonymization: scheme=pfx
 // key_id=0a1b2c3d first|rotated".

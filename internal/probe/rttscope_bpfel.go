@@ -41,12 +41,13 @@ type RttscopeAggStats struct {
 		Bytes [4]uint64
 		Ecn   [4]uint64
 	}
-	RttCount uint64
-	RttSum   uint64
-	RttMin   uint64
-	RttMax   uint64
-	Hist     [865]uint32
-	Reserved uint32
+	RttCount    uint64
+	RttSum      uint64
+	RttMin      uint64
+	RttMax      uint64
+	Hist        [865]uint32
+	Reserved    uint32
+	SourceCount [6]uint32
 }
 
 type RttscopeCounter uint32
@@ -158,12 +159,13 @@ type RttscopeFlowSummary struct {
 	_     structs.HostLayout
 	Start uint64
 	Dir   [2]struct {
-		_        structs.HostLayout
-		Count    uint64
-		Sum      uint64
-		Max      uint64
-		Hist     [217]uint16
-		Reserved [3]uint16
+		_           structs.HostLayout
+		Count       uint64
+		Sum         uint64
+		Max         uint64
+		Hist        [217]uint16
+		Reserved    [3]uint16
+		SourceCount [6]uint32
 	}
 }
 
@@ -176,15 +178,16 @@ type RttscopeFlowSummaryEvent struct {
 	Reserved  uint32
 	Start     uint64
 	Dir       [2]struct {
-		_        structs.HostLayout
-		Pkts     uint64
-		Bytes    uint64
-		Count    uint64
-		Sum      uint64
-		Min      uint64
-		Max      uint64
-		Hist     [217]uint16
-		Reserved [3]uint16
+		_           structs.HostLayout
+		Pkts        uint64
+		Bytes       uint64
+		Count       uint64
+		Sum         uint64
+		Min         uint64
+		Max         uint64
+		Hist        [217]uint16
+		Reserved    [3]uint16
+		SourceCount [6]uint32
 	}
 }
 

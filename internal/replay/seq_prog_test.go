@@ -399,3 +399,70 @@ func TestHandshake(t *testing.T) {
 		h.checkSourced(seqSample(pathV4, false, 41*ms, 20*time.Millisecond, events.SourceTCPSeq))
 	})
 }
+
+// mixedSources is a handshake without timestamps (two tcp_syn samples),
+// two tcp_seq samples of a's data, one of b's, and the FINs of both sides.
+func mixedSources(p path) []step {
+	return append(handshake(p, false, false, false),
+		step{50 * ms, p.seg(true, 201, 901, 100), true},
+		step{60 * ms, p.seg(false, 901, 301, 10), false}, // a's range: 10 ms; b's: timed
+		step{61 * ms, p.seg(true, 301, 911, 0), true},    // b's range: 1 ms
+		step{70 * ms, p.seg(true, 301, 911, 0, fin), true},
+		step{75 * ms, p.seg(false, 911, 302, 0, fin), false}, // a's FIN: 5 ms; the flow ends
+	)
+}
+
+// TestSourcesInAggregatesAndSummaries: aggregated records and flow
+// summaries count the samples of each source.
+func TestSourcesInAggregatesAndSummaries(t *testing.T) {
+	p := pathV4
+	t.Run("aggregate", func(t *testing.T) {
+		cfg := aggConfig()
+		cfg.TrackTCPHandshake = true
+		h := newAggHarness(t, cfg, time.Second)
+		for _, s := range mixedSources(p) {
+			h.feed(s.frame, t0+s.at, s.egress)
+		}
+		if err := h.a.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		var by [events.NumSources]uint64
+		var n uint64
+		for _, r := range h.recs {
+			n += r.Count
+			for i, c := range r.BySource {
+				by[i] += c
+			}
+		}
+		want := [events.NumSources]uint64{events.SourceTCPSYN: 2, events.SourceTCPSeq: 4}
+		if by != want || n != 6 {
+			t.Errorf("aggregated samples %d by source %v, want 6: %v", n, by, want)
+		}
+	})
+	t.Run("flow-summary", func(t *testing.T) {
+		cfg := seqConfig(loader.TCPAuto)
+		cfg.TrackTCPHandshake, cfg.FlowSummary = true, true
+		h := newHarness(t, cfg)
+		sums, err := h.e.Objects().NewSummaries(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sums.Close()
+		h.run(mixedSources(p))
+		var got []events.FlowSummary
+		if err := sums.Drain(func(s *events.FlowSummary) error { got = append(got, *s); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("%d summaries, want 1", len(got))
+		}
+		// Src is a, the opener: its SYN, two data ranges and its FIN,
+		// answered by b; Dst is b: its SYN-ACK and its data.
+		wantA := [events.NumSources]uint64{events.SourceTCPSYN: 1, events.SourceTCPSeq: 3}
+		wantB := [events.NumSources]uint64{events.SourceTCPSYN: 1, events.SourceTCPSeq: 1}
+		if s := got[0]; s.Src.BySource != wantA || s.Dst.BySource != wantB || s.Src.Count != 4 || s.Dst.Count != 2 {
+			t.Errorf("summary by source: src %v (n=%d), dest %v (n=%d); want %v, %v",
+				s.Src.BySource, s.Src.Count, s.Dst.BySource, s.Dst.Count, wantA, wantB)
+		}
+	})
+}
