@@ -30,6 +30,16 @@ const (
 	// call: its empty program, compared with the empty program of
 	// tcp-data-ts, is what the accounting adds to every run.
 	CaseStatsOn = "tcp-data-ts+bpf_stats"
+
+	// The sequence source (no timestamp option, --tcp-mode auto).
+	CaseSeqPureACK = "tcp-pure-ack-seq"    // pure ACK, nothing timed the other way
+	CaseSeqRexmit  = "tcp-data-seq-rexmit" // MSS data segment seen before: a retransmission
+	CaseSeqNew     = "tcp-data-seq-new"    // data segment with a new range: timed
+	CaseSeqMatch   = "tcp-ack-seq-match"   // ACK covering the timed range: RTT event
+	// CaseHandshakeOn is tcp-data-ts on programs loaded with
+	// --tcp-handshake: what the handshake source adds to the timestamp
+	// path (the ACK check of every segment).
+	CaseHandshakeOn = "tcp-data-ts+handshake"
 )
 
 // packetCase is a frame run with a large repeat count. Repeating one frame
@@ -54,6 +64,8 @@ const (
 	portRepeat   = 40001 // flow of the repeat cases
 	portPairs    = 40002 // flow of the data/ACK pairs
 	portIPv6     = 40003
+	portSeq      = 40004 // flow of the sequence cases
+	portSeqPairs = 40005 // flow of the sequence data/ACK pairs
 	dataTSval    = 1000
 	mssPayload4  = 1448 // 1500 - 20 (IPv4) - 32 (TCP with TS)
 	mssPayload6  = 1412 // 1500 - 40 (IPv6) - 16 (two ext headers) - 32
@@ -107,6 +119,16 @@ func repeatCases() ([]packetCase, error) {
 	if err := add(CaseIPv6ExtData, v6, err); err != nil {
 		return nil, err
 	}
+	seqACK, err := tcpFrame(benchServer4, benchClient4, serverPort, portSeq, nil,
+		pktcraft.TCP{ACK: true, Seq: 1, Ack: 1 + mssPayload4, Window: 502, NoTimestamp: true})
+	if err := add(CaseSeqPureACK, seqACK, err); err != nil {
+		return nil, err
+	}
+	seqData, err := tcpFrame(benchClient4, benchServer4, portSeq, serverPort, nil,
+		pktcraft.TCP{ACK: true, PSH: true, Seq: 1, Ack: 1, Window: 502, NoTimestamp: true, Payload: payload(mssPayload4 + 12)})
+	if err := add(CaseSeqRexmit, seqData, err); err != nil {
+		return nil, err
+	}
 	arp := make([]byte, 28)
 	copy(arp, []byte{0, 1, 8, 0, 6, 4, 0, 1}) // Ethernet/IPv4 request
 	nonIP, err := pktcraft.Packet{EtherType: pktcraft.EtherTypeARP, L3Payload: arp}.Bytes()
@@ -114,6 +136,31 @@ func repeatCases() ([]packetCase, error) {
 		return nil, err
 	}
 	return cases, nil
+}
+
+// pairCases are the data/ACK pairs: TCP timestamps, and sequence numbers.
+var pairCases = []struct {
+	data, ack string
+	frames    func(id uint32) (data, ack []byte, err error)
+}{
+	{CaseTCPNewTS, CaseTCPACKMatch, pairFrames},
+	{CaseSeqNew, CaseSeqMatch, seqPairFrames},
+}
+
+// seqPairFrames returns a data segment without timestamps ending at a new
+// sequence number and the pure ACK that covers it, on the sequence pairs
+// flow.
+func seqPairFrames(id uint32) (data, ack []byte, err error) {
+	const n = mssPayload4 + 12
+	seq := id * n
+	data, err = tcpFrame(benchClient4, benchServer4, portSeqPairs, serverPort, nil,
+		pktcraft.TCP{ACK: true, PSH: true, Seq: seq, Ack: 1, Window: 502, NoTimestamp: true, Payload: payload(n)})
+	if err != nil {
+		return nil, nil, err
+	}
+	ack, err = tcpFrame(benchServer4, benchClient4, serverPort, portSeqPairs, nil,
+		pktcraft.TCP{ACK: true, Seq: 1, Ack: seq + n, Window: 502, NoTimestamp: true})
+	return data, ack, err
 }
 
 // pairFrames returns a data segment carrying tsval and the pure ACK that
@@ -141,7 +188,9 @@ func TestRunConfig() loader.Config {
 }
 
 type testRunner struct {
-	objs  *loader.Objects
+	objs *loader.Objects
+	// hs is loaded with the handshake source on (CaseHandshakeOn).
+	hs    *loader.Objects
 	empty probe.EmptyObjects
 	rb    *ringbuf.Reader
 	rec   ringbuf.Record
@@ -153,7 +202,14 @@ func newTestRunner() (*testRunner, error) {
 		return nil, err
 	}
 	t := &testRunner{objs: objs}
+	hc := TestRunConfig()
+	hc.TrackTCPHandshake = true
+	if t.hs, err = loader.Load(hc); err != nil {
+		objs.Close()
+		return nil, err
+	}
 	if err := probe.LoadEmptyObjects(&t.empty, nil); err != nil {
+		t.hs.Close()
 		objs.Close()
 		return nil, fmt.Errorf("load empty program: %w", err)
 	}
@@ -169,6 +225,7 @@ func (t *testRunner) Close() {
 		t.rb.Close()
 	}
 	t.empty.Close()
+	t.hs.Close()
 	t.objs.Close()
 }
 
@@ -229,8 +286,13 @@ func runTestRun(ctx context.Context, o *Options, res *Result) error {
 			}
 		}
 	}
-	if _, _, err := t.pairs(0, min(o.Pairs, 100)); err != nil {
-		return err
+	if _, err := benchOnce(t.hs.RttscopeTcEgress, cases[0].frame, warm); err != nil {
+		return fmt.Errorf("TEST_RUN %s: %w", CaseHandshakeOn, err)
+	}
+	for i := range pairCases {
+		if _, _, err := t.pairs(i, 0, min(o.Pairs, 100)); err != nil {
+			return err
+		}
 	}
 	if _, err := t.drain(); err != nil {
 		return err
@@ -258,26 +320,36 @@ func runTestRun(ctx context.Context, o *Options, res *Result) error {
 		if err := statsOverhead(cases[0].frame, progs[:2], rep, o.Repeat, mode, res); err != nil {
 			return err
 		}
+		v, err := benchOnce(t.hs.RttscopeTcEgress, cases[0].frame, o.Repeat)
+		if err != nil {
+			return fmt.Errorf("TEST_RUN %s: %w", CaseHandshakeOn, err)
+		}
+		s := res.series(GroupTestRun, CaseHandshakeOn, ProgRttscope, "egress", MetricNsPerRun, "ns", mode)
+		s.Baseline = seriesID(GroupTestRun, CaseTCPData, ProgEmpty, "", MetricNsPerRun)
+		s.Add(v)
 		if o.Pairs > 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			med, matched, err := t.pairs(pairTSvalLow+uint32(rep+1)*uint32(o.Pairs), o.Pairs)
-			if err != nil {
-				return err
-			}
-			pairsRun += uint64(o.Pairs)
-			pairsMatched += matched
-			pmode := fmt.Sprintf("single run (repeat=1), median of %d", o.Pairs)
-			for i, k := range []struct{ cas, prog, hook string }{
-				{CaseTCPNewTS, ProgEmpty, ""}, {CaseTCPNewTS, ProgRttscope, "egress"},
-				{CaseTCPACKMatch, ProgEmpty, ""}, {CaseTCPACKMatch, ProgRttscope, "ingress"},
-			} {
-				s := res.series(GroupTestRun, k.cas, k.prog, k.hook, MetricNsPerRun, "ns", pmode)
-				if k.prog != ProgEmpty {
-					s.Baseline = (&Series{Group: GroupTestRun, Case: k.cas, Program: ProgEmpty, Metric: MetricNsPerRun}).ID()
+			for pc := range pairCases {
+				med, matched, err := t.pairs(pc, pairTSvalLow+uint32(rep+1)*uint32(o.Pairs), o.Pairs)
+				if err != nil {
+					return err
 				}
-				s.Add(med[i])
+				pairsRun += uint64(o.Pairs)
+				pairsMatched += matched
+				pmode := fmt.Sprintf("single run (repeat=1), median of %d", o.Pairs)
+				c := pairCases[pc]
+				for i, k := range []struct{ cas, prog, hook string }{
+					{c.data, ProgEmpty, ""}, {c.data, ProgRttscope, "egress"},
+					{c.ack, ProgEmpty, ""}, {c.ack, ProgRttscope, "ingress"},
+				} {
+					s := res.series(GroupTestRun, k.cas, k.prog, k.hook, MetricNsPerRun, "ns", pmode)
+					if k.prog != ProgEmpty {
+						s.Baseline = (&Series{Group: GroupTestRun, Case: k.cas, Program: ProgEmpty, Metric: MetricNsPerRun}).ID()
+					}
+					s.Add(med[i])
+				}
 			}
 		}
 		o.progress("test_run: rep %d/%d done in %v", rep+1, o.Reps, time.Since(start).Round(time.Millisecond))
@@ -321,13 +393,13 @@ func statsOverhead(frame []byte, progs []runProg, rep, repeat int, mode string, 
 	return nil
 }
 
-// pairs runs n data/ACK pairs, each frame once (repeat=1): the data
-// segment carries a new TSval (stored in the timestamp map), the ACK
-// echoes it (matched: RTT event). The empty program runs on the same two
-// frames next to them. It returns the median single-run ns of empty(data),
-// egress(data), empty(ack), ingress(ack) and how many RTT events the ACKs
-// produced.
-func (t *testRunner) pairs(tsBase uint32, n int) (med [4]float64, matched uint64, err error) {
+// pairs runs n data/ACK pairs of pairCases[pc], each frame once
+// (repeat=1): the data segment carries a new identifier (stored in the
+// timestamp map), the ACK answers it (matched: RTT event). The empty
+// program runs on the same two frames next to them. It returns the median
+// single-run ns of empty(data), egress(data), empty(ack), ingress(ack) and
+// how many RTT events the ACKs produced.
+func (t *testRunner) pairs(pc int, idBase uint32, n int) (med [4]float64, matched uint64, err error) {
 	if n <= 0 {
 		return med, 0, nil
 	}
@@ -340,7 +412,7 @@ func (t *testRunner) pairs(tsBase uint32, n int) (med [4]float64, matched uint64
 		vals[i] = make([]float64, 0, n)
 	}
 	for i := 0; i < n; i++ {
-		data, ack, err := pairFrames(tsBase + uint32(i))
+		data, ack, err := pairCases[pc].frames(idBase + uint32(i))
 		if err != nil {
 			return med, 0, fmt.Errorf("craft pair: %w", err)
 		}
