@@ -27,6 +27,11 @@ enum tcp_mode {
 volatile const __u32 cfg_tcp_mode = TCP_MODE_AUTO;
 /* Handshake samples (SYN -> SYN-ACK, SYN-ACK -> ACK); SYNs open flows. */
 volatile const bool cfg_track_tcp_handshake = false;
+/* DNS over UDP and TCP (id_dns.h), to and from these server ports (host
+ * order; 0: unused slot). */
+volatile const bool cfg_track_dns = false;
+#define DNS_PORTS 4
+volatile const __u16 cfg_dns_ports[DNS_PORTS] = {53, 0, 0, 0};
 /* Timestamp SYNs and let them open flows (may fill state under SYN floods). */
 volatile const bool cfg_include_syn = false;
 /* Skip timestamping ingress packets addressed to this host (their replies

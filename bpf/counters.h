@@ -41,6 +41,10 @@ enum counter {
 	COUNTER_TCP_SEQ_RETRANSMISSIONS,
 	/* timed ranges dropped by Karn's rule: retransmitted before an ACK */
 	COUNTER_TCP_SEQ_AMBIGUOUS,
+	/* DNS queries whose id was outstanding on their tuple: timing dropped */
+	COUNTER_DNS_DUPLICATE_QUERIES,
+	/* DNS responses that answered no outstanding query */
+	COUNTER_DNS_UNMATCHED_RESPONSES,
 	COUNTER_NR,
 };
 _Static_assert(COUNTER_SAMPLES_QUIC_SPIN - COUNTER_SAMPLES_TCP_TS ==

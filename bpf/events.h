@@ -59,6 +59,12 @@ struct rtt_event {
 	__u64 sent_bytes;
 	__u64 rec_pkts;
 	__u64 rec_bytes;
+	/* Source-specific details: the DNS response's question type, rcode
+	 * and TC bit (RTT_SOURCE_DNS), zero otherwise. */
+	__u16 dns_qtype;
+	__u8 dns_rcode;
+	__u8 dns_truncated;
+	__u32 reserved2;
 };
 
 struct flow_event {
@@ -73,7 +79,7 @@ struct flow_event {
 };
 
 _Static_assert(sizeof(struct network_tuple) == 44, "network_tuple layout");
-_Static_assert(sizeof(struct rtt_event) == 120, "rtt_event layout");
+_Static_assert(sizeof(struct rtt_event) == 128, "rtt_event layout");
 _Static_assert(sizeof(struct flow_event) == 64, "flow_event layout");
 
 /* No map or global function names these types: exported for bpf2go. */

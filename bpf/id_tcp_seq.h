@@ -71,7 +71,7 @@ static __always_inline int parse_tcp_seq(struct tcphdr *tcph, __u32 hdrlen,
 	p->seg.ack = bpf_ntohl(tcph->ack_seq);
 	p->seg.ack_valid = tcph->ack;
 	p->seg.syn = tcph->syn;
-	p->seg.valid = 1;
+	p->seg.kind = SRC_INFO_TCP_SEG;
 	/* A RST's data (a diagnostic, RFC 9293 3.5.3) is not sequence
 	 * space anyone acknowledges. */
 	if (tcph->rst)
@@ -85,8 +85,8 @@ static __always_inline int parse_tcp_seq(struct tcphdr *tcph, __u32 hdrlen,
 		p->pid_valid = cfg_track_tcp_handshake || cfg_include_syn;
 	} else {
 		source = RTT_SOURCE_TCP_SEQ;
-		p->pid_valid = cfg_track_tcp && cfg_tcp_mode != TCP_MODE_TS &&
-			       len;
+		p->pid_valid =
+			cfg_track_tcp && cfg_tcp_mode != TCP_MODE_TS && len;
 	}
 	p->pid.identifier = p->seg.end;
 	p->pid.flow.reserved = source;
@@ -100,7 +100,7 @@ static __always_inline void parse_tcp_ack(struct tcphdr *tcph,
 {
 	p->seg.ack = bpf_ntohl(tcph->ack_seq);
 	p->seg.ack_valid = tcph->ack;
-	p->seg.valid = 1; /* seq == end: no range of its own */
+	p->seg.kind = SRC_INFO_TCP_SEG; /* seq == end: no range of its own */
 }
 
 /* Drops the timing of s's range (Karn's rule). p is a packet of the same

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "walkers.h"
 #include "id_tcp_seq.h"
+#include "id_dns.h"
 
 /* The layout Linux and most other stacks send (RFC 7323, appendix A): the
  * timestamp option first, after two NOPs. Read in place, it spares the
@@ -59,6 +60,13 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 		p->event_reason =
 			tcph->ack ? EVENT_REASON_SYN_ACK : EVENT_REASON_SYN;
 	}
+
+	/* DNS over TCP (id_dns.h): a segment carrying a message takes the
+	 * DNS identifiers instead of the TCP ones. */
+	if (cfg_track_dns && !parse_dns_tcp(pctx, tcph, hdrlen, p))
+		return 0;
+	if (!cfg_track_tcp && !cfg_track_tcp_handshake)
+		return 0; /* DNS only: flow state, no identifiers */
 
 	/* Sequence numbers instead (id_tcp_seq.h): always in seq mode, for
 	 * the handshake's SYNs, and in auto mode without the option. */

@@ -17,17 +17,38 @@ struct parsing_context {
 	bool is_xdp; /* constant per program: picks the walkers */
 };
 
-/* The sequence space of a TCP segment, filled in for the sources that work
- * on it (id_tcp_seq.h) when they are switched on. */
+/* What a source learnt beyond its identifiers, for its flow hook or its
+ * sample: one of the structs of the union in struct packet_info, named by
+ * its last byte (kind), which is at the same place in each. */
+enum src_info_kind {
+	SRC_INFO_NONE = 0,
+	SRC_INFO_TCP_SEG = 1, /* struct tcp_seg (id_tcp_seq.h) */
+	SRC_INFO_DNS = 2, /* struct dns_info (id_dns.h) */
+};
+
+/* The sequence space of a TCP segment. */
 struct tcp_seg {
 	__u32 seq; /* first sequence number */
 	__u32 end; /* seq + payload, SYN and FIN counting one each */
 	__u32 ack; /* cumulative ACK, when ack_valid */
-	__u8 valid; /* the fields above are set */
 	__u8 ack_valid; /* the ACK flag is set */
 	__u8 syn;
 	__u8 reserved;
+	__u8 kind; /* SRC_INFO_TCP_SEG */
 };
+
+/* A DNS response's details, reported with its sample. */
+struct dns_info {
+	__u16 qtype; /* type of the first question, 0 if unread */
+	__u8 rcode;
+	__u8 truncated; /* TC bit */
+	__u8 reserved[11];
+	__u8 kind; /* SRC_INFO_DNS */
+};
+
+_Static_assert(__builtin_offsetof(struct tcp_seg, kind) ==
+		       __builtin_offsetof(struct dns_info, kind),
+	       "the kind byte of the source infos");
 
 struct packet_info {
 	__u64 time;
@@ -47,7 +68,10 @@ struct packet_info {
 	__u8 reply_source;
 	__u32 reply_id;
 	struct packet_id pid; /* tuple of this packet + its identifier */
-	struct tcp_seg seg;
+	union {
+		struct tcp_seg seg;
+		struct dns_info dns;
+	};
 };
 
 #endif /* RTTSCOPE_PACKET_H */

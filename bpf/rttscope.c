@@ -12,6 +12,7 @@
 #include "parse.h"
 #include "id_tcp_ts.h"
 #include "id_icmp_echo.h"
+#include "id_dns.h"
 #include "agg.h"
 #include "summary.h"
 #include "evict.h"
@@ -44,8 +45,10 @@ static __always_inline int parse_packet(struct parsing_context *pctx,
 	p->l3_valid = true;
 
 	if (l4proto == IPPROTO_TCP &&
-	    (cfg_track_tcp || cfg_track_tcp_handshake))
+	    (cfg_track_tcp || cfg_track_tcp_handshake || cfg_track_dns))
 		return parse_tcp_identifier(pctx, pos, p);
+	if (l4proto == IPPROTO_UDP && cfg_track_dns)
+		return parse_udp_identifier(pctx, pos, p);
 	if (l4proto == IPPROTO_ICMP && cfg_track_icmp &&
 	    p->pid.flow.ipv == AF_INET)
 		return parse_icmp_identifier(pctx, pos, p);
@@ -168,6 +171,16 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 	e->sent_bytes = orig->sent_bytes;
 	e->rec_pkts = rec->sent_pkts;
 	e->rec_bytes = rec->sent_bytes;
+	e->reserved2 = 0;
+	if (cfg_track_dns && p->dns.kind == SRC_INFO_DNS) {
+		e->dns_qtype = p->dns.qtype;
+		e->dns_rcode = p->dns.rcode;
+		e->dns_truncated = p->dns.truncated;
+	} else {
+		e->dns_qtype = 0;
+		e->dns_rcode = 0;
+		e->dns_truncated = 0;
+	}
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_RTT_EVENTS);
 }
@@ -373,8 +386,11 @@ static __always_inline void handle_packet(void *ctx,
 	self = side & SIDE_SELF;
 	side &= SIDE_MASK;
 	fs = get_flow(&p, &key, side, &new_flow);
-	if (!fs)
+	if (!fs) {
+		if (cfg_track_dns)
+			dns_without_flow(&p);
 		return;
+	}
 
 	/* Races between CPUs on the same flow can lose a counter update or
 	 * an srtt step; the timestamp map itself stays exact. */
@@ -383,8 +399,11 @@ static __always_inline void handle_packet(void *ctx,
 	snd->sent_pkts++;
 	snd->sent_bytes += p.l3_len;
 	if (cfg_steps >= STEP_TIMESTAMP) {
-		if (tcp_seq_used() && p.seg.valid)
-			tcp_seq_on_flow(&p, fs, snd, side, self ? side : side ^ 1);
+		if (tcp_seq_used() && p.seg.kind == SRC_INFO_TCP_SEG)
+			tcp_seq_on_flow(&p, fs, snd, side,
+					self ? side : side ^ 1);
+		if (cfg_track_dns && p.dns.kind == SRC_INFO_DNS)
+			dns_on_flow(&p, snd);
 		timestamp_packet(ctx, &p, snd, new_flow);
 		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
 	}

@@ -2,7 +2,8 @@
 # Installs what rttscope needs to build, test and run its lab on Debian or
 # Ubuntu: clang-14/llvm-14 (the compiler `make generate` is pinned to, see
 # the Makefile) and libbpf headers (only for `make generate`), iproute2,
-# ethtool, tcpdump and tshark (tests), make, python3-pip and pyarrow from PyPI
+# ethtool, tcpdump and tshark (tests), dnsmasq and dig (the DNS source's lab
+# test), make, python3-pip and pyarrow from PyPI
 # (Parquet files read back by an independent reader); then the pinned golangci-lint
 # (`make lint-tool`). Go >= 1.21 must be present; the go command then fetches
 # the toolchain go.mod asks for from the module proxy.
@@ -14,7 +15,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 packages=(make clang-14 llvm-14 libbpf-dev bpftool clang-format iproute2 ethtool
-	iputils-ping tcpdump tshark git ca-certificates python3-pip)
+	iputils-ping tcpdump tshark git ca-certificates python3-pip dnsmasq-base bind9-dnsutils)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

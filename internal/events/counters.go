@@ -59,6 +59,8 @@ var StatsCounters = [...]StatsCounter{
 	{"samples_quic_spin", probe.RttscopeCounterCOUNTER_SAMPLES_QUIC_SPIN, func(s *Stats) *uint64 { return &s.Samples[SourceQUICSpin] }},
 	{"tcp_seq_retransmissions", probe.RttscopeCounterCOUNTER_TCP_SEQ_RETRANSMISSIONS, func(s *Stats) *uint64 { return &s.TCPSeqRetransmissions }},
 	{"tcp_seq_ambiguous", probe.RttscopeCounterCOUNTER_TCP_SEQ_AMBIGUOUS, func(s *Stats) *uint64 { return &s.TCPSeqAmbiguous }},
+	{"dns_duplicate_queries", probe.RttscopeCounterCOUNTER_DNS_DUPLICATE_QUERIES, func(s *Stats) *uint64 { return &s.DNSDuplicateQueries }},
+	{"dns_unmatched_responses", probe.RttscopeCounterCOUNTER_DNS_UNMATCHED_RESPONSES, func(s *Stats) *uint64 { return &s.DNSUnmatchedResponses }},
 }
 
 // SetCounters fills the counters of s from the kernel's: each kernel

@@ -32,7 +32,7 @@ const (
 	tupleOffset  = 16
 
 	// struct rtt_event: u8 match_on_egress, u8 source, then u64 fields.
-	rttRecordSize       = 120
+	rttRecordSize       = 128
 	rttOffMatchOnEgress = 60
 	rttOffSource        = 61
 	rttOffRTT           = 64
@@ -42,6 +42,9 @@ const (
 	rttOffSentBytes     = 96
 	rttOffRecPkts       = 104
 	rttOffRecBytes      = 112
+	rttOffDNSQType      = 120 // u16, then u8 rcode, u8 truncated
+	rttOffDNSRCode      = 122
+	rttOffDNSTruncated  = 123
 
 	// struct flow_event: u8 fields.
 	flowRecordSize        = 64
@@ -93,6 +96,8 @@ func (d *Decoder) Decode(raw []byte, rtt *RTT, flow *FlowEvent) (Kind, error) {
 		decodeTuple(raw[tupleOffset:], &rtt.Flow)
 		rtt.MatchOnEgress = raw[rttOffMatchOnEgress] != 0
 		rtt.Source = Source(raw[rttOffSource])
+		rtt.DNS = DNSInfo{QType: le.Uint16(raw[rttOffDNSQType:]), RCode: raw[rttOffDNSRCode],
+			Truncated: raw[rttOffDNSTruncated] != 0}
 		rtt.RTT = time.Duration(le.Uint64(raw[rttOffRTT:]))
 		rtt.MinRTT = time.Duration(le.Uint64(raw[rttOffMinRTT:]))
 		rtt.SmoothedRTT = time.Duration(le.Uint64(raw[rttOffSRTT:]))

@@ -23,7 +23,9 @@ func TestDecodeRTT(t *testing.T) {
 	binary.LittleEndian.PutUint32(raw[4:], 7)
 	binary.LittleEndian.PutUint64(raw[8:], 1000)
 	putTuple(raw[16:], netip.MustParseAddr("::ffff:10.0.0.2"), netip.MustParseAddr("::ffff:10.0.0.1"), 80, 5000, 6)
-	raw[60], raw[61] = 1, byte(SourceTCPSeq)
+	raw[60], raw[61] = 1, byte(SourceDNS)
+	binary.LittleEndian.PutUint16(raw[120:], 28)
+	raw[122], raw[123] = 3, 1
 	for i, v := range []uint64{40e6, 39e6, 41e6, 10, 1000, 9, 900} {
 		binary.LittleEndian.PutUint64(raw[64+8*i:], v)
 	}
@@ -34,7 +36,7 @@ func TestDecodeRTT(t *testing.T) {
 	if err != nil || kind != KindRTT {
 		t.Fatalf("kind %v err %v", kind, err)
 	}
-	want := RTT{Time: 1005, Ifindex: 7, MatchOnEgress: true, Source: SourceTCPSeq,
+	want := RTT{Time: 1005, Ifindex: 7, MatchOnEgress: true, Source: SourceDNS, DNS: DNSInfo{QType: 28, RCode: 3, Truncated: true},
 		Flow: Flow{Src: Endpoint{netip.MustParseAddr("10.0.0.2"), 80}, Dst: Endpoint{netip.MustParseAddr("10.0.0.1"), 5000}, Proto: ProtoTCP},
 		RTT:  40 * time.Millisecond, MinRTT: 39 * time.Millisecond, SmoothedRTT: 41 * time.Millisecond,
 		SentPackets: 10, SentBytes: 1000, RecPackets: 9, RecBytes: 900}

@@ -38,6 +38,9 @@ func TestLayout(t *testing.T) {
 		{"rtt_event.sent_bytes", rttOffSentBytes, 8, unsafe.Offsetof(r.SentBytes), unsafe.Sizeof(r.SentBytes)},
 		{"rtt_event.rec_pkts", rttOffRecPkts, 8, unsafe.Offsetof(r.RecPkts), unsafe.Sizeof(r.RecPkts)},
 		{"rtt_event.rec_bytes", rttOffRecBytes, 8, unsafe.Offsetof(r.RecBytes), unsafe.Sizeof(r.RecBytes)},
+		{"rtt_event.dns_qtype", rttOffDNSQType, 2, unsafe.Offsetof(r.DnsQtype), unsafe.Sizeof(r.DnsQtype)},
+		{"rtt_event.dns_rcode", rttOffDNSRCode, 1, unsafe.Offsetof(r.DnsRcode), unsafe.Sizeof(r.DnsRcode)},
+		{"rtt_event.dns_truncated", rttOffDNSTruncated, 1, unsafe.Offsetof(r.DnsTruncated), unsafe.Sizeof(r.DnsTruncated)},
 
 		{"sizeof(flow_event)", 0, flowRecordSize, 0, unsafe.Sizeof(f)},
 		{"flow_event.event_type", offKind, 4, unsafe.Offsetof(f.EventType), unsafe.Sizeof(f.EventType)},

@@ -5,6 +5,7 @@ package events
 
 import (
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/rttscope/rttscope/internal/probe"
@@ -118,6 +119,21 @@ type RTT struct {
 	Ifindex uint32
 	// Source is what the sample was measured with.
 	Source Source
+	// DNS holds the response's details of a DNS sample (Source ==
+	// SourceDNS); zero otherwise.
+	DNS DNSInfo
+}
+
+// DNSInfo is what a DNS sample reports of its response: never the name
+// (data minimisation, docs/privacy.md).
+type DNSInfo struct {
+	// QType is the type of the first question (1 A, 28 AAAA, ...; 0 when
+	// the name was too long to walk or malformed).
+	QType uint16
+	// RCode is the response code (0 NOERROR, 2 SERVFAIL, 3 NXDOMAIN, ...).
+	RCode uint8
+	// Truncated is the TC bit: the answer did not fit (UDP).
+	Truncated bool
 }
 
 // FlowEventType says whether a flow opens or closes.
@@ -225,6 +241,11 @@ type Stats struct {
 	// TCPSeqAmbiguous the timed ranges they made ambiguous (Karn's rule:
 	// dropped, no sample).
 	TCPSeqRetransmissions, TCPSeqAmbiguous uint64
+	// DNSDuplicateQueries counts DNS queries sent while a query with
+	// their id was outstanding on their tuple (a retransmission or a
+	// duplicate id: that timing is dropped), DNSUnmatchedResponses DNS
+	// responses that answered no outstanding query.
+	DNSDuplicateQueries, DNSUnmatchedResponses uint64
 	// Variant names the variant of each optional part in use, as
 	// "cleanup=iterator summaries=map-walk" (loader.Variant); empty in
 	// records that do not carry it.
@@ -295,4 +316,26 @@ func perRun(t time.Duration, n uint64) (float64, bool) {
 		return 0, false
 	}
 	return float64(t) / float64(n), true
+}
+
+var dnsTypes = map[uint16]string{1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 15: "MX", 16: "TXT", 28: "AAAA",
+	33: "SRV", 35: "NAPTR", 43: "DS", 46: "RRSIG", 48: "DNSKEY", 64: "SVCB", 65: "HTTPS", 255: "ANY"}
+
+var dnsRCodes = [...]string{"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED"}
+
+// AppendQType appends the question type's mnemonic, or TYPEn for others
+// (RFC 3597).
+func (d *DNSInfo) AppendQType(b []byte) []byte {
+	if s, ok := dnsTypes[d.QType]; ok {
+		return append(b, s...)
+	}
+	return strconv.AppendUint(append(b, "TYPE"...), uint64(d.QType), 10)
+}
+
+// AppendRCode appends the response code's mnemonic, or RCODEn for others.
+func (d *DNSInfo) AppendRCode(b []byte) []byte {
+	if int(d.RCode) < len(dnsRCodes) {
+		return append(b, dnsRCodes[d.RCode]...)
+	}
+	return strconv.AppendUint(append(b, "RCODE"...), uint64(d.RCode), 10)
 }

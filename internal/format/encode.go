@@ -98,6 +98,15 @@ func appendRTTStandard(b []byte, e *events.RTT, st *style) []byte {
 		b = append(b, ' ')
 		b = append(b, tag...)
 	}
+	if e.Source == events.SourceDNS {
+		b = append(b, ' ')
+		b = e.DNS.AppendQType(b)
+		b = append(b, ' ')
+		b = e.DNS.AppendRCode(b)
+		if e.DNS.Truncated {
+			b = append(b, " TC"...)
+		}
+	}
 	return append(b, '\n')
 }
 
@@ -318,8 +327,8 @@ func appendCommonJSON(b []byte, ts int64, f *events.Flow) []byte {
 }
 
 // appendRTTJSON appends an RTT object: ePPing's fields in ePPing's order,
-// then rttscope's own (smoothed_rtt, source). Minimal output has no
-// counters.
+// then rttscope's own (smoothed_rtt, source, and for DNS samples
+// dns_qtype, dns_rcode, dns_truncated). Minimal output has no counters.
 func appendRTTJSON(b []byte, e *events.RTT, st *style) []byte {
 	b = appendCommonJSON(b, e.Time, &e.Flow)
 	b = append(b, ',')
@@ -342,6 +351,14 @@ func appendRTTJSON(b []byte, e *events.RTT, st *style) []byte {
 	b = appendInt(b, "smoothed_rtt", int64(e.SmoothedRTT))
 	b = append(b, ',')
 	b = appendStr(b, "source", e.Source.String())
+	if e.Source == events.SourceDNS {
+		b = append(b, ",\"dns_qtype\":\""...)
+		b = e.DNS.AppendQType(b)
+		b = append(b, "\",\"dns_rcode\":\""...)
+		b = e.DNS.AppendRCode(b)
+		b = append(b, "\","...)
+		b = appendBool(b, "dns_truncated", e.DNS.Truncated)
+	}
 	return append(b, '}')
 }
 

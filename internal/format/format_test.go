@@ -34,6 +34,7 @@ func fixture() []any {
 	tcp4 := events.Flow{Src: ep("10.0.0.1", 40000), Dst: ep("10.0.0.2", 443), Proto: events.ProtoTCP}
 	icmp6 := events.Flow{Src: ep("2001:db8::2", 4660), Dst: ep("2001:db8::1", 4660), Proto: events.ProtoICMPv6}
 	icmp4 := events.Flow{Src: ep("192.0.2.1", 7), Dst: ep("192.168.1.10", 7), Proto: events.ProtoICMP}
+	dns4 := events.Flow{Src: ep("192.0.2.53", 53), Dst: ep("10.0.0.1", 40053), Proto: events.ProtoUDP}
 	return []any{
 		// Flow opening on the SYN from the client.
 		&events.FlowEvent{Time: t0, Flow: tcp4, Type: events.FlowOpening, Reason: events.ReasonSYN, TriggeredBySrc: true},
@@ -59,7 +60,8 @@ func fixture() []any {
 		&events.Stats{Time: t0 + 3_000_000_000, Packets: 123456, RTTEvents: 4, FlowEvents: 3, FlowMapFull: 1,
 			TimestampMapFull: 2, RingbufFull: 0, FlowsTimedOut: 1, TimestampsExpired: 17, Flows: 2, Timestamps: 5,
 			FlowsCreated: 3, FlowsDeleted: 1, TimestampsCreated: 24, TimestampsDeleted: 19, SummariesSent: 1,
-			Samples: [events.NumSources]uint64{3, 2, 1}, TCPSeqRetransmissions: 2, TCPSeqAmbiguous: 1,
+			Samples: [events.NumSources]uint64{3, 2, 1, 0, 1}, TCPSeqRetransmissions: 2, TCPSeqAmbiguous: 1,
+			DNSDuplicateQueries: 1, DNSUnmatchedResponses: 4,
 			Process: &events.ProcessStats{CPUUser: 123_456_789, CPUSystem: 2*time.Second + 5*time.Microsecond,
 				RSS: 24_535_040, MaxRSS: 26_214_400, CPUShare: 0.0123456789},
 			BPF: &events.BPFStats{Enabled: true, Programs: []events.ProgramStats{
@@ -93,6 +95,14 @@ func fixture() []any {
 		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,
 			Prefix: netip.MustParsePrefix("2001:db8::/48"),
 			RX:     events.Traffic{Packets: [4]uint64{0, 0, 3, 0}, Bytes: [4]uint64{0, 0, 312, 0}, ECN: [4]uint64{3, 0, 0, 0}}},
+		// DNS samples: an AAAA answered with NXDOMAIN, a truncated
+		// answer of a type without a mnemonic and an unknown rcode.
+		&events.RTT{Time: t0 + 71_000_000_000, Flow: dns4, RTT: 12_300_000, MinRTT: 12_300_000, SmoothedRTT: 12_300_000,
+			SentPackets: 1, SentBytes: 71, RecPackets: 1, RecBytes: 132, Source: events.SourceDNS,
+			DNS: events.DNSInfo{QType: 28, RCode: 3}},
+		&events.RTT{Time: t0 + 72_000_000_000, Flow: dns4, RTT: 9_000_000, MinRTT: 9_000_000, SmoothedRTT: 11_887_500,
+			SentPackets: 2, SentBytes: 142, RecPackets: 2, RecBytes: 1600, Source: events.SourceDNS,
+			DNS: events.DNSInfo{QType: 99, RCode: 11, Truncated: true}},
 		// Stats at exit with BPF run time statistics off.
 		&events.Stats{Time: t0 + 75_000_000_000, Packets: 123500, RTTEvents: 4, FlowEvents: 4,
 			FlowsCreated: 2, FlowsDeleted: 2, TimestampsCreated: 4, TimestampsDeleted: 4,
@@ -371,7 +381,7 @@ var (
 		"timestamp_map_full", "ringbuf_full", "flows_timed_out", "timestamps_expired", "flows", "timestamps", "flows_evicted", "timestamps_evicted", "aggregated_samples", "prefix_map_full",
 		"flows_created", "flows_deleted", "timestamps_created", "timestamps_deleted", "summary_map_full", "summary_ringbuf_full", "summaries_sent",
 		"samples_tcp_ts", "samples_icmp", "samples_tcp_seq", "samples_tcp_syn", "samples_dns", "samples_quic_spin",
-		"tcp_seq_retransmissions", "tcp_seq_ambiguous"}
+		"tcp_seq_retransmissions", "tcp_seq_ambiguous", "dns_duplicate_queries", "dns_unmatched_responses"}
 )
 
 // wantStatsKeys returns the top-level keys of s's json record in order.
@@ -453,6 +463,9 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 	switch ev := ev.(type) {
 	case *events.RTT:
 		want = rttKeys
+		if ev.Source == events.SourceDNS {
+			want = append(append([]string(nil), rttKeys...), "dns_qtype", "dns_rcode", "dns_truncated")
+		}
 	case *events.FlowEvent:
 		want = flowKeys
 	case *events.Stats:
@@ -783,6 +796,7 @@ func statsWith(extra string) string {
 		`"flows_created":0,"flows_deleted":0,"timestamps_created":0,"timestamps_deleted":0,"summary_map_full":0,` +
 		`"summary_ringbuf_full":0,"summaries_sent":0,"samples_tcp_ts":0,"samples_icmp":0,"samples_tcp_seq":0,` +
 		`"samples_tcp_syn":0,"samples_dns":0,"samples_quic_spin":0,"tcp_seq_retransmissions":0,"tcp_seq_ambiguous":0,` +
+		`"dns_duplicate_queries":0,"dns_unmatched_responses":0,` +
 		extra + `}`
 }
 
@@ -866,10 +880,10 @@ func TestStatsTelemetry(t *testing.T) {
 	// Without telemetry (replay) the record is the counters only.
 	bare := *on
 	bare.Process, bare.BPF = nil, nil
-	if js := string(appendStatsJSON(nil, &bare)); !strings.HasSuffix(js, `"tcp_seq_ambiguous":1}`) {
+	if js := string(appendStatsJSON(nil, &bare)); !strings.HasSuffix(js, `"dns_unmatched_responses":4}`) {
 		t.Errorf("without telemetry: %s", js)
 	}
-	if line := string(appendStatsLine(nil, &bare, time.UTC)); !strings.HasSuffix(line, " tcp_seq_ambiguous=1\n") {
+	if line := string(appendStatsLine(nil, &bare, time.UTC)); !strings.HasSuffix(line, " dns_unmatched_responses=4\n") {
 		t.Errorf("without telemetry: %s", line)
 	}
 }

@@ -27,6 +27,10 @@ type Config struct {
 	// TrackTCPHandshake reports handshake samples (SYN -> SYN-ACK,
 	// SYN-ACK -> ACK); SYNs then open flows.
 	TrackTCPHandshake bool
+	// TrackDNS reports DNS query -> response times over UDP and TCP to
+	// and from the server ports DNSPorts (0: unused slot).
+	TrackDNS bool
+	DNSPorts [DNSPortSlots]uint16
 	// IncludeSYN timestamps SYNs and lets them open flows.
 	IncludeSYN bool
 	// IncludeLocal also timestamps packets addressed to this host, so the
@@ -73,6 +77,9 @@ const (
 	TCPSequence   TCPMode = 2 // sequence and ACK numbers only
 )
 
+// DNSPortSlots is how many DNS server ports the programs compare with.
+const DNSPortSlots = 4
+
 // TCPModeNames name the modes in flag order (--tcp-mode).
 var TCPModeNames = []string{"auto", "ts", "seq"}
 
@@ -117,6 +124,7 @@ func DefaultConfig() Config {
 		AggPrefixV4:      24,
 		AggPrefixV6:      48,
 		PrefixMapSize:    DefaultPrefixMapSize,
+		DNSPorts:         [DNSPortSlots]uint16{53},
 	}
 }
 
@@ -127,8 +135,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rate limit must be >= 0, got %v", c.RateLimit)
 	case c.RTTRate < 0 || math.IsNaN(c.RTTRate) || c.RTTRate > 1e6:
 		return fmt.Errorf("rtt rate must be between 0 and 1e6, got %v", c.RTTRate)
-	case !c.TrackTCP && !c.TrackICMP && !c.TrackTCPHandshake:
-		return fmt.Errorf("nothing to track: enable TCP, the TCP handshake and/or ICMP")
+	case !c.TrackTCP && !c.TrackICMP && !c.TrackTCPHandshake && !c.TrackDNS:
+		return fmt.Errorf("nothing to track: enable TCP, the TCP handshake, ICMP and/or DNS")
+	case c.TrackDNS && c.DNSPorts == [DNSPortSlots]uint16{}:
+		return fmt.Errorf("DNS tracking needs at least one DNS port")
 	case c.TCPMode > TCPSequence:
 		return fmt.Errorf("unknown TCP mode %d", c.TCPMode)
 	case c.TCPFlowTimeout <= 0 || c.OtherFlowTimeout <= 0 || c.TimestampTimeout <= 0:

@@ -211,6 +211,8 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		{v.CfgTrackIcmp, cfg.TrackICMP},
 		{v.CfgTcpMode, uint32(cfg.TCPMode)},
 		{v.CfgTrackTcpHandshake, cfg.TrackTCPHandshake},
+		{v.CfgTrackDns, cfg.TrackDNS},
+		{v.CfgDnsPorts, cfg.DNSPorts},
 		{v.CfgIncludeSyn, cfg.IncludeSYN},
 		{v.CfgLocalFilter, !cfg.IncludeLocal && !cfg.Replay},
 		{v.CfgReplay, cfg.Replay},

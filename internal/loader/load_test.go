@@ -38,11 +38,21 @@ func TestLoadPassesVerifier(t *testing.T) {
 		"handshake": func(c *Config) { c.TrackTCP, c.TrackTCPHandshake = false, true },
 		"sources-all": func(c *Config) {
 			c.TrackICMP, c.TrackTCPHandshake, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true
+			c.TrackDNS = true
 		},
 		"sources-all-replay-aggregate-summary": func(c *Config) {
 			c.TrackICMP, c.TrackTCPHandshake, c.Replay, c.Aggregate, c.FlowSummary = true, true, true, true, true
+			c.TrackDNS = true
 		},
 		"seq-handshake-ts-mode": func(c *Config) { c.TCPMode, c.TrackTCPHandshake = TCPTimestamps, true },
+		"dns-only":              func(c *Config) { c.TrackTCP, c.TrackDNS = false, true },
+		"dns-all": func(c *Config) {
+			c.TrackDNS, c.TrackICMP, c.TrackTCPHandshake, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true, true
+			c.DNSPorts = [DNSPortSlots]uint16{53, 5353, 853, 8053}
+		},
+		"dns-replay-aggregate-summary": func(c *Config) {
+			c.TrackDNS, c.Replay, c.Aggregate, c.FlowSummary, c.TCPMode = true, true, true, true, TCPSequence
+		},
 	}
 	for name, mod := range variants {
 		t.Run(name, func(t *testing.T) {

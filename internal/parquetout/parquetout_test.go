@@ -24,6 +24,7 @@ func sample(i int) *events.RTT {
 		RTT: time.Duration(10_000_000 + i), MinRTT: 10_000_000, SmoothedRTT: time.Duration(10_000_000 + i/2),
 		SentPackets: uint64(i), SentBytes: uint64(i * 1448), RecPackets: uint64(i / 2), RecBytes: uint64(i * 20),
 		Source: events.Source(i % events.NumSources),
+		DNS:    events.DNSInfo{QType: uint16(i % 3 * 14), RCode: uint8(i % 4)},
 	}
 }
 
@@ -71,8 +72,12 @@ func TestRoundTrip(t *testing.T) {
 		*r.SmoothedRTT != int64(s.SmoothedRTT) || *r.SrcIP != "192.0.2.10" || *r.DestIP != "10.0.0.1" ||
 		*r.SrcPort != 443 || *r.DestPort != int32(s.Flow.Dst.Port) || *r.Protocol != "TCP" ||
 		*r.SentBytes != s.SentBytes || *r.RecPackets != s.RecPackets || *r.MatchOnEgress ||
-		*r.Source != "tcp_syn" { // 123 % NumSources
+		*r.Source != "tcp_syn" /* 123 % NumSources */ || r.DNSQType != nil {
 		t.Errorf("row %+v for %+v", r, s)
+	}
+	// 124 % NumSources is dns: QType 124%3*14 = 14 (TYPE14), RCode 0.
+	if d := rows[124]; *d.Source != "dns" || *d.DNSQType != "TYPE14" || *d.DNSRCode != "NOERROR" || *d.DNSTruncated {
+		t.Errorf("dns row %+v", d)
 	}
 	f := rows[n]
 	if f.RecordType != TypeFlow || *f.FlowEvent != "closing" || *f.Reason != "FIN" || *f.TriggeredBy != "src" || f.RTT != nil {

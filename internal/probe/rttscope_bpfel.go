@@ -80,7 +80,9 @@ const (
 	RttscopeCounterCOUNTER_SAMPLES_QUIC_SPIN       RttscopeCounter = 24
 	RttscopeCounterCOUNTER_TCP_SEQ_RETRANSMISSIONS RttscopeCounter = 25
 	RttscopeCounterCOUNTER_TCP_SEQ_AMBIGUOUS       RttscopeCounter = 26
-	RttscopeCounterCOUNTER_NR                      RttscopeCounter = 27
+	RttscopeCounterCOUNTER_DNS_DUPLICATE_QUERIES   RttscopeCounter = 27
+	RttscopeCounterCOUNTER_DNS_UNMATCHED_RESPONSES RttscopeCounter = 28
+	RttscopeCounterCOUNTER_NR                      RttscopeCounter = 29
 )
 
 type RttscopeEventType uint32
@@ -244,6 +246,10 @@ type RttscopeRttEvent struct {
 	SentBytes     uint64
 	RecPkts       uint64
 	RecBytes      uint64
+	DnsQtype      uint16
+	DnsRcode      uint8
+	DnsTruncated  uint8
+	Reserved2     uint32
 }
 
 type RttscopeRttSource uint32
@@ -291,6 +297,7 @@ const (
 	RttscopeVarCfgAggPrefixV6             = "cfg_agg_prefix_v6"
 	RttscopeVarCfgAggReverse              = "cfg_agg_reverse"
 	RttscopeVarCfgAggregate               = "cfg_aggregate"
+	RttscopeVarCfgDnsPorts                = "cfg_dns_ports"
 	RttscopeVarCfgFlowSummary             = "cfg_flow_summary"
 	RttscopeVarCfgHaveL3Ifaces            = "cfg_have_l3_ifaces"
 	RttscopeVarCfgIncludeSyn              = "cfg_include_syn"
@@ -303,6 +310,7 @@ const (
 	RttscopeVarCfgSteps                   = "cfg_steps"
 	RttscopeVarCfgTcpFlowTimeoutNs        = "cfg_tcp_flow_timeout_ns"
 	RttscopeVarCfgTcpMode                 = "cfg_tcp_mode"
+	RttscopeVarCfgTrackDns                = "cfg_track_dns"
 	RttscopeVarCfgTrackIcmp               = "cfg_track_icmp"
 	RttscopeVarCfgTrackTcp                = "cfg_track_tcp"
 	RttscopeVarCfgTrackTcpHandshake       = "cfg_track_tcp_handshake"
@@ -393,6 +401,7 @@ type RttscopeVariableSpecs struct {
 	CfgAggPrefixV6        *ebpf.VariableSpec `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.VariableSpec `ebpf:"cfg_agg_reverse"`
 	CfgAggregate          *ebpf.VariableSpec `ebpf:"cfg_aggregate"`
+	CfgDnsPorts           *ebpf.VariableSpec `ebpf:"cfg_dns_ports"`
 	CfgFlowSummary        *ebpf.VariableSpec `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.VariableSpec `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.VariableSpec `ebpf:"cfg_include_syn"`
@@ -405,6 +414,7 @@ type RttscopeVariableSpecs struct {
 	CfgSteps              *ebpf.VariableSpec `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.VariableSpec `ebpf:"cfg_tcp_flow_timeout_ns"`
 	CfgTcpMode            *ebpf.VariableSpec `ebpf:"cfg_tcp_mode"`
+	CfgTrackDns           *ebpf.VariableSpec `ebpf:"cfg_track_dns"`
 	CfgTrackIcmp          *ebpf.VariableSpec `ebpf:"cfg_track_icmp"`
 	CfgTrackTcp           *ebpf.VariableSpec `ebpf:"cfg_track_tcp"`
 	CfgTrackTcpHandshake  *ebpf.VariableSpec `ebpf:"cfg_track_tcp_handshake"`
@@ -478,6 +488,7 @@ type RttscopeVariables struct {
 	CfgAggPrefixV6        *ebpf.Variable `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.Variable `ebpf:"cfg_agg_reverse"`
 	CfgAggregate          *ebpf.Variable `ebpf:"cfg_aggregate"`
+	CfgDnsPorts           *ebpf.Variable `ebpf:"cfg_dns_ports"`
 	CfgFlowSummary        *ebpf.Variable `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.Variable `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.Variable `ebpf:"cfg_include_syn"`
@@ -490,6 +501,7 @@ type RttscopeVariables struct {
 	CfgSteps              *ebpf.Variable `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.Variable `ebpf:"cfg_tcp_flow_timeout_ns"`
 	CfgTcpMode            *ebpf.Variable `ebpf:"cfg_tcp_mode"`
+	CfgTrackDns           *ebpf.Variable `ebpf:"cfg_track_dns"`
 	CfgTrackIcmp          *ebpf.Variable `ebpf:"cfg_track_icmp"`
 	CfgTrackTcp           *ebpf.Variable `ebpf:"cfg_track_tcp"`
 	CfgTrackTcpHandshake  *ebpf.Variable `ebpf:"cfg_track_tcp_handshake"`

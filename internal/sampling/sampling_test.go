@@ -49,7 +49,7 @@ func TestDefaults(t *testing.T) {
 func TestEveryFlagSetsSomething(t *testing.T) {
 	args := map[string]string{
 		"rate-limit": "7", "rtt-rate": "2", "rtt-type": "smoothed", "tcp": "true", "icmp": "true",
-		"tcp-mode": "seq", "tcp-handshake": "true",
+		"tcp-mode": "seq", "tcp-handshake": "true", "dns": "true", "dns-ports": "53,5353",
 		"include-syn": "true", "include-local": "true", "tcp-flow-timeout": "7s", "icmp-flow-timeout": "7s",
 		"timestamp-timeout": "7s", "flow-map-size": "7", "timestamp-map-size": "7", "ringbuf-size": "8192",
 		"aggregate": "7s", "aggregate-subnets-v4": "7", "aggregate-subnets-v6": "7", "aggregate-reverse": "true",
@@ -109,6 +109,14 @@ func TestSources(t *testing.T) {
 	}
 	if _, err := parse(t, nil, "--tcp-mode=both"); err == nil {
 		t.Error("--tcp-mode=both accepted")
+	}
+	for _, bad := range []string{"0", "65536", "1,2,3,4,5", "53,", "x"} {
+		if _, err := parse(t, nil, "--dns-ports="+bad); err == nil {
+			t.Errorf("--dns-ports=%s accepted", bad)
+		}
+	}
+	if c := mustParse(t, "--dns", "--dns-ports", "5353,53").BPF; !c.TrackDNS || c.TrackTCP || c.DNSPorts != [loader.DNSPortSlots]uint16{5353, 53} {
+		t.Errorf("--dns --dns-ports 5353,53: %+v", c)
 	}
 }
 
