@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -36,6 +38,12 @@ const (
 	CaseSeqRexmit  = "tcp-data-seq-rexmit" // MSS data segment seen before: a retransmission
 	CaseSeqNew     = "tcp-data-seq-new"    // data segment with a new range: timed
 	CaseSeqMatch   = "tcp-ack-seq-match"   // ACK covering the timed range: RTT event
+	// DNS (--dns): a query to port 53 and its response, as pairs.
+	CaseDNSQuery    = "dns-query"    // UDP query with a new id: timed
+	CaseDNSResponse = "dns-response" // its response: RTT event
+	// CaseUDPOther is a UDP datagram to another port with --dns on:
+	// what the DNS source adds to UDP traffic that is not DNS.
+	CaseUDPOther = "udp-other+dns"
 	// CaseHandshakeOn is tcp-data-ts on programs loaded with
 	// --tcp-handshake: what the handshake source adds to the timestamp
 	// path (the ACK check of every segment).
@@ -66,6 +74,7 @@ const (
 	portIPv6     = 40003
 	portSeq      = 40004 // flow of the sequence cases
 	portSeqPairs = 40005 // flow of the sequence data/ACK pairs
+	portDNS      = 40006 // client port of the DNS pairs
 	dataTSval    = 1000
 	mssPayload4  = 1448 // 1500 - 20 (IPv4) - 32 (TCP with TS)
 	mssPayload6  = 1412 // 1500 - 40 (IPv6) - 16 (two ext headers) - 32
@@ -139,12 +148,34 @@ func repeatCases() ([]packetCase, error) {
 }
 
 // pairCases are the data/ACK pairs: TCP timestamps, and sequence numbers.
+// config names the programs of sourceConfigs they run on ("": the main
+// ones).
 var pairCases = []struct {
 	data, ack string
 	frames    func(id uint32) (data, ack []byte, err error)
+	config    string
 }{
-	{CaseTCPNewTS, CaseTCPACKMatch, pairFrames},
-	{CaseSeqNew, CaseSeqMatch, seqPairFrames},
+	{CaseTCPNewTS, CaseTCPACKMatch, pairFrames, ""},
+	{CaseSeqNew, CaseSeqMatch, seqPairFrames, ""},
+	{CaseDNSQuery, CaseDNSResponse, dnsPairFrames, "dns"},
+}
+
+// dnsPairFrames returns a DNS query (A example.com) with id and its
+// response, client port 40006 to port 53.
+func dnsPairFrames(id uint32) (query, response []byte, err error) {
+	msg := func(flags uint16, answer int) []byte {
+		b := []byte{byte(id >> 8), byte(id), byte(flags >> 8), byte(flags), 0, 1, 0, 0, 0, 0, 0, 0,
+			7, 'e', 'x', 'a', 'm', 'p', 'l', 'e', 3, 'c', 'o', 'm', 0, 0, 1, 0, 1}
+		return append(b, payload(answer)...)
+	}
+	query, err = pktcraft.Packet{Src: benchClient4, Dst: benchServer4,
+		UDP: &pktcraft.UDP{SrcPort: portDNS, DstPort: 53, Payload: msg(0x0100, 0)}}.Bytes()
+	if err != nil {
+		return nil, nil, err
+	}
+	response, err = pktcraft.Packet{Src: benchServer4, Dst: benchClient4,
+		UDP: &pktcraft.UDP{SrcPort: 53, DstPort: portDNS, Payload: msg(0x8180, 16)}}.Bytes()
+	return query, response, err
 }
 
 // seqPairFrames returns a data segment without timestamps ending at a new
@@ -179,7 +210,8 @@ func pairFrames(tsval uint32) (data, ack []byte, err error) {
 // TestRunConfig is the BPF configuration of the TEST_RUN phase: the
 // monitor's defaults with ICMP tracking on (so the echo case takes the
 // ICMP path) and no rate limit (so every data/ACK pair is timestamped
-// and matched, microseconds apart).
+// and matched, microseconds apart). The cases of other sources run on
+// programs loaded with that source on as well (sourceConfigs).
 func TestRunConfig() loader.Config {
 	c := loader.DefaultConfig()
 	c.TrackICMP = true
@@ -187,12 +219,35 @@ func TestRunConfig() loader.Config {
 	return c
 }
 
+// sourceConfigs are the programs, besides TestRunConfig's, that the cases
+// of sources off by default run on.
+var sourceConfigs = map[string]func(*loader.Config){
+	"handshake": func(c *loader.Config) { c.TrackTCPHandshake = true },
+	"dns":       func(c *loader.Config) { c.TrackDNS = true },
+}
+
+// extraCases run on the egress program of one of sourceConfigs, with the
+// empty program of tcp-data-ts as their baseline.
+var extraCases = []struct {
+	name, config string
+	frame        func() ([]byte, error)
+}{
+	{CaseHandshakeOn, "handshake", func() ([]byte, error) {
+		return tcpFrame(benchClient4, benchServer4, portRepeat, serverPort, nil,
+			pktcraft.TCP{ACK: true, PSH: true, Seq: 1, Ack: 1, Window: 502, TSval: dataTSval, TSecr: 500, Payload: payload(mssPayload4)})
+	}},
+	{CaseUDPOther, "dns", func() ([]byte, error) {
+		return pktcraft.Packet{Src: benchClient4, Dst: benchServer4, DF: true,
+			UDP: &pktcraft.UDP{SrcPort: portDNS, DstPort: 443, Payload: payload(1200)}}.Bytes()
+	}},
+}
+
 type testRunner struct {
 	objs *loader.Objects
-	// hs is loaded with the handshake source on (CaseHandshakeOn).
-	hs    *loader.Objects
+	// by sourceConfigs' names
+	src   map[string]*loader.Objects
 	empty probe.EmptyObjects
-	rb    *ringbuf.Reader
+	rbs   []*ringbuf.Reader // of objs and of every src
 	rec   ringbuf.Record
 }
 
@@ -201,41 +256,58 @@ func newTestRunner() (*testRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &testRunner{objs: objs}
-	hc := TestRunConfig()
-	hc.TrackTCPHandshake = true
-	if t.hs, err = loader.Load(hc); err != nil {
-		objs.Close()
-		return nil, err
+	t := &testRunner{objs: objs, src: map[string]*loader.Objects{}}
+	for name, mod := range sourceConfigs {
+		c := TestRunConfig()
+		mod(&c)
+		o, err := loader.Load(c)
+		if err != nil {
+			t.closeSources()
+			objs.Close()
+			return nil, fmt.Errorf("load the programs with %s: %w", name, err)
+		}
+		t.src[name] = o
 	}
 	if err := probe.LoadEmptyObjects(&t.empty, nil); err != nil {
-		t.hs.Close()
+		t.closeSources()
 		objs.Close()
 		return nil, fmt.Errorf("load empty program: %w", err)
 	}
-	if t.rb, err = ringbuf.NewReader(objs.Events); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("open ring buffer: %w", err)
+	for _, o := range append([]*loader.Objects{objs}, slices.Collect(maps.Values(t.src))...) {
+		rb, err := ringbuf.NewReader(o.Events)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("open ring buffer: %w", err)
+		}
+		t.rbs = append(t.rbs, rb)
 	}
 	return t, nil
 }
 
 func (t *testRunner) Close() {
-	if t.rb != nil {
-		t.rb.Close()
+	for _, rb := range t.rbs {
+		rb.Close()
 	}
 	t.empty.Close()
-	t.hs.Close()
+	t.closeSources()
 	t.objs.Close()
+}
+
+func (t *testRunner) closeSources() {
+	for _, o := range t.src {
+		o.Close()
+	}
 }
 
 // drain discards the events the programs produced.
 func (t *testRunner) drain() (n uint64, err error) {
-	for t.rb.AvailableBytes() > 0 {
-		if err := t.rb.ReadInto(&t.rec); err != nil {
-			return n, err
+	for _, rb := range t.rbs {
+		for rb.AvailableBytes() > 0 {
+			if err := rb.ReadInto(&t.rec); err != nil {
+				return n, err
+			}
+			n++
 		}
-		n++
 	}
 	return n, nil
 }
@@ -286,8 +358,14 @@ func runTestRun(ctx context.Context, o *Options, res *Result) error {
 			}
 		}
 	}
-	if _, err := benchOnce(t.hs.RttscopeTcEgress, cases[0].frame, warm); err != nil {
-		return fmt.Errorf("TEST_RUN %s: %w", CaseHandshakeOn, err)
+	extraFrames := make([][]byte, len(extraCases))
+	for i, c := range extraCases {
+		if extraFrames[i], err = c.frame(); err != nil {
+			return fmt.Errorf("craft %s: %w", c.name, err)
+		}
+		if _, err := benchOnce(t.src[c.config].RttscopeTcEgress, extraFrames[i], warm); err != nil {
+			return fmt.Errorf("TEST_RUN %s: %w", c.name, err)
+		}
 	}
 	for i := range pairCases {
 		if _, _, err := t.pairs(i, 0, min(o.Pairs, 100)); err != nil {
@@ -320,13 +398,15 @@ func runTestRun(ctx context.Context, o *Options, res *Result) error {
 		if err := statsOverhead(cases[0].frame, progs[:2], rep, o.Repeat, mode, res); err != nil {
 			return err
 		}
-		v, err := benchOnce(t.hs.RttscopeTcEgress, cases[0].frame, o.Repeat)
-		if err != nil {
-			return fmt.Errorf("TEST_RUN %s: %w", CaseHandshakeOn, err)
+		for i, c := range extraCases {
+			v, err := benchOnce(t.src[c.config].RttscopeTcEgress, extraFrames[i], o.Repeat)
+			if err != nil {
+				return fmt.Errorf("TEST_RUN %s: %w", c.name, err)
+			}
+			s := res.series(GroupTestRun, c.name, ProgRttscope, "egress", MetricNsPerRun, "ns", mode)
+			s.Baseline = seriesID(GroupTestRun, CaseTCPData, ProgEmpty, "", MetricNsPerRun)
+			s.Add(v)
 		}
-		s := res.series(GroupTestRun, CaseHandshakeOn, ProgRttscope, "egress", MetricNsPerRun, "ns", mode)
-		s.Baseline = seriesID(GroupTestRun, CaseTCPData, ProgEmpty, "", MetricNsPerRun)
-		s.Add(v)
 		if o.Pairs > 0 {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -403,8 +483,12 @@ func (t *testRunner) pairs(pc int, idBase uint32, n int) (med [4]float64, matche
 	if n <= 0 {
 		return med, 0, nil
 	}
+	objs := t.objs
+	if c := pairCases[pc].config; c != "" {
+		objs = t.src[c]
+	}
 	var before, after events.Stats
-	if err := t.objs.Stats(&before); err != nil {
+	if err := objs.Stats(&before); err != nil {
 		return med, 0, err
 	}
 	vals := make([][]float64, 4)
@@ -420,8 +504,8 @@ func (t *testRunner) pairs(pc int, idBase uint32, n int) (med [4]float64, matche
 			p     *ebpf.Program
 			frame []byte
 		}{
-			{t.empty.EmptyTc, data}, {t.objs.RttscopeTcEgress, data},
-			{t.empty.EmptyTc, ack}, {t.objs.RttscopeTcIngress, ack},
+			{t.empty.EmptyTc, data}, {objs.RttscopeTcEgress, data},
+			{t.empty.EmptyTc, ack}, {objs.RttscopeTcIngress, ack},
 		} {
 			v, err := benchOnce(run.p, run.frame, 1)
 			if err != nil {
@@ -435,7 +519,7 @@ func (t *testRunner) pairs(pc int, idBase uint32, n int) (med [4]float64, matche
 			}
 		}
 	}
-	if err := t.objs.Stats(&after); err != nil {
+	if err := objs.Stats(&after); err != nil {
 		return med, 0, err
 	}
 	if _, err := t.drain(); err != nil {
