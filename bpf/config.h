@@ -32,6 +32,10 @@ volatile const bool cfg_track_tcp_handshake = false;
 volatile const bool cfg_track_dns = false;
 #define DNS_PORTS 4
 volatile const __u16 cfg_dns_ports[DNS_PORTS] = {53, 0, 0, 0};
+/* QUIC spin bit (id_quic_spin.h), UDP to and from these ports. */
+volatile const bool cfg_track_quic = false;
+#define QUIC_PORTS 4
+volatile const __u16 cfg_quic_ports[QUIC_PORTS] = {443, 0, 0, 0};
 /* Timestamp SYNs and let them open flows (may fill state under SYN floods). */
 volatile const bool cfg_include_syn = false;
 /* Skip timestamping ingress packets addressed to this host (their replies

@@ -45,6 +45,10 @@ enum counter {
 	COUNTER_DNS_DUPLICATE_QUERIES,
 	/* DNS responses that answered no outstanding query */
 	COUNTER_DNS_UNMATCHED_RESPONSES,
+	/* QUIC spin edges rejected: closer than 1/8 of the RTT estimate */
+	COUNTER_QUIC_SPIN_REJECTED,
+	/* QUIC flow directions whose spin bit looked random: no samples */
+	COUNTER_QUIC_SPIN_RANDOM,
 	COUNTER_NR,
 };
 _Static_assert(COUNTER_SAMPLES_QUIC_SPIN - COUNTER_SAMPLES_TCP_TS ==

@@ -130,21 +130,17 @@ static __always_inline int parse_dns_msg(struct parsing_context *pctx,
 	return 0;
 }
 
-/* UDP: a message to or from a DNS port. */
-static __always_inline int parse_udp_identifier(struct parsing_context *pctx,
-						void *l4, struct packet_info *p)
+/* UDP: a message to or from a DNS port. Returns 1 when the datagram is
+ * not DNS. */
+static __always_inline int parse_dns_udp(struct parsing_context *pctx,
+					 struct udphdr *udph,
+					 struct packet_info *p)
 {
-	struct udphdr *udph = l4;
-	bool to_server, from_server;
+	bool to_server = is_dns_port(udph->dest);
+	bool from_server = is_dns_port(udph->source);
 
-	if ((void *)(udph + 1) > pctx->data_end)
-		return -1;
-	p->pid.flow.saddr.port = udph->source;
-	p->pid.flow.daddr.port = udph->dest;
-	to_server = is_dns_port(udph->dest);
-	from_server = is_dns_port(udph->source);
 	if (!to_server && !from_server)
-		return -1;
+		return 1;
 	return parse_dns_msg(pctx, (void *)(udph + 1) - pctx->data, to_server,
 			     from_server, p);
 }

@@ -24,6 +24,7 @@ enum src_info_kind {
 	SRC_INFO_NONE = 0,
 	SRC_INFO_TCP_SEG = 1, /* struct tcp_seg (id_tcp_seq.h) */
 	SRC_INFO_DNS = 2, /* struct dns_info (id_dns.h) */
+	SRC_INFO_QUIC = 3, /* struct quic_info (id_quic_spin.h) */
 };
 
 /* The sequence space of a TCP segment. */
@@ -46,8 +47,18 @@ struct dns_info {
 	__u8 kind; /* SRC_INFO_DNS */
 };
 
+/* A QUIC packet: its header form and spin bit. */
+struct quic_info {
+	__u8 short_hdr; /* a 1-RTT packet: spin is valid */
+	__u8 spin;
+	__u8 reserved[13];
+	__u8 kind; /* SRC_INFO_QUIC */
+};
+
 _Static_assert(__builtin_offsetof(struct tcp_seg, kind) ==
-		       __builtin_offsetof(struct dns_info, kind),
+			       __builtin_offsetof(struct dns_info, kind) &&
+		       __builtin_offsetof(struct tcp_seg, kind) ==
+			       __builtin_offsetof(struct quic_info, kind),
 	       "the kind byte of the source infos");
 
 struct packet_info {
@@ -71,6 +82,7 @@ struct packet_info {
 	union {
 		struct tcp_seg seg;
 		struct dns_info dns;
+		struct quic_info quic;
 	};
 };
 

@@ -12,7 +12,7 @@
 #include "parse.h"
 #include "id_tcp_ts.h"
 #include "id_icmp_echo.h"
-#include "id_dns.h"
+#include "id_udp.h"
 #include "agg.h"
 #include "summary.h"
 #include "evict.h"
@@ -47,7 +47,7 @@ static __always_inline int parse_packet(struct parsing_context *pctx,
 	if (l4proto == IPPROTO_TCP &&
 	    (cfg_track_tcp || cfg_track_tcp_handshake || cfg_track_dns))
 		return parse_tcp_identifier(pctx, pos, p);
-	if (l4proto == IPPROTO_UDP && cfg_track_dns)
+	if (l4proto == IPPROTO_UDP && (cfg_track_dns || cfg_track_quic))
 		return parse_udp_identifier(pctx, pos, p);
 	if (l4proto == IPPROTO_ICMP && cfg_track_icmp &&
 	    p->pid.flow.ipv == AF_INET)
@@ -291,6 +291,27 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 	}
 }
 
+/* Reports one RTT sample of source p->reply_source, completed by p: of
+ * orig's packets (orig_side), rec being the other side. */
+static __always_inline void record_sample(struct packet_info *p,
+					  struct network_tuple *key,
+					  struct flow_dir_state *orig,
+					  struct flow_dir_state *rec,
+					  __u32 orig_side, __u64 rtt)
+{
+	count_sample(p->reply_source);
+	if (!orig->min_rtt || rtt < orig->min_rtt)
+		orig->min_rtt = rtt;
+	orig->srtt = update_srtt(orig->srtt, rtt);
+	if (cfg_steps < STEP_EVENTS)
+		return;
+	summary_add(key, orig_side, rtt, p->reply_source);
+	if (cfg_aggregate)
+		agg_add_rtt(p, rtt);
+	else
+		send_rtt_event(p, orig, rec, rtt);
+}
+
 static __always_inline void match_packet(struct packet_info *p,
 					 struct network_tuple *key,
 					 struct flow_dir_state *orig,
@@ -298,7 +319,7 @@ static __always_inline void match_packet(struct packet_info *p,
 					 __u32 orig_side)
 {
 	struct packet_id rid = {};
-	__u64 *ts, sent, rtt;
+	__u64 *ts, sent;
 
 	if (!p->reply_valid || !orig->outstanding)
 		return;
@@ -319,19 +340,7 @@ static __always_inline void match_packet(struct packet_info *p,
 	count(COUNTER_TS_DELETED);
 	if (p->time < sent)
 		return;
-
-	rtt = p->time - sent;
-	count_sample(p->reply_source);
-	if (!orig->min_rtt || rtt < orig->min_rtt)
-		orig->min_rtt = rtt;
-	orig->srtt = update_srtt(orig->srtt, rtt);
-	if (cfg_steps < STEP_EVENTS)
-		return;
-	summary_add(key, orig_side, rtt, p->reply_source);
-	if (cfg_aggregate)
-		agg_add_rtt(p, rtt);
-	else
-		send_rtt_event(p, orig, snd, rtt);
+	record_sample(p, key, orig, snd, orig_side, p->time - sent);
 }
 
 static __always_inline void close_flow(struct packet_info *p,
@@ -369,6 +378,7 @@ static __always_inline void handle_packet(void *ctx,
 	struct flow_state *fs;
 	bool new_flow = false;
 	__u32 side, self;
+	__u64 rtt;
 	int ret;
 
 	count(COUNTER_PACKETS);
@@ -404,6 +414,13 @@ static __always_inline void handle_packet(void *ctx,
 					self ? side : side ^ 1);
 		if (cfg_track_dns && p.dns.kind == SRC_INFO_DNS)
 			dns_on_flow(&p, snd);
+		if (cfg_track_quic && p.quic.kind == SRC_INFO_QUIC) {
+			rtt = quic_spin_on_flow(&p, &fs->spin[side]);
+			if (rtt)
+				record_sample(&p, &key, snd,
+					      self ? snd : &fs->dir[side ^ 1],
+					      side, rtt);
+		}
 		timestamp_packet(ctx, &p, snd, new_flow);
 		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
 	}

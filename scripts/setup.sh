@@ -3,8 +3,9 @@
 # Ubuntu: clang-14/llvm-14 (the compiler `make generate` is pinned to, see
 # the Makefile) and libbpf headers (only for `make generate`), iproute2,
 # ethtool, tcpdump and tshark (tests), dnsmasq and dig (the DNS source's lab
-# test), make, python3-pip and pyarrow from PyPI
-# (Parquet files read back by an independent reader); then the pinned golangci-lint
+# test), make, python3-pip and pyarrow (Parquet files read back by an
+# independent reader) and aioquic (a QUIC peer whose spin bit spins) from
+# PyPI; then the pinned golangci-lint
 # (`make lint-tool`). Go >= 1.21 must be present; the go command then fetches
 # the toolchain go.mod asks for from the module proxy.
 set -euo pipefail
@@ -43,6 +44,12 @@ go mod download
 if ! python3 -c 'import pyarrow' 2>/dev/null; then
 	echo "setup.sh: pyarrow from PyPI (tests read Parquet back with it)" >&2
 	python3 -m pip install -q pyarrow 2>/dev/null || python3 -m pip install -q --break-system-packages pyarrow
+fi
+# aioquic is the QUIC peer whose spin bit the quic_spin source's lab test
+# observes (it spins on every connection; internal/lab/quicspin.py).
+if ! python3 -c 'import aioquic' 2>/dev/null; then
+	echo "setup.sh: aioquic from PyPI (a QUIC peer that spins, for the spin bit lab test)" >&2
+	python3 -m pip install -q aioquic 2>/dev/null || python3 -m pip install -q --break-system-packages aioquic
 fi
 # The pinned golangci-lint that `make lint` runs, built once here (from the
 # module proxy into bin/tools) so that lint runs do not pay for it.

@@ -61,6 +61,8 @@ var StatsCounters = [...]StatsCounter{
 	{"tcp_seq_ambiguous", probe.RttscopeCounterCOUNTER_TCP_SEQ_AMBIGUOUS, func(s *Stats) *uint64 { return &s.TCPSeqAmbiguous }},
 	{"dns_duplicate_queries", probe.RttscopeCounterCOUNTER_DNS_DUPLICATE_QUERIES, func(s *Stats) *uint64 { return &s.DNSDuplicateQueries }},
 	{"dns_unmatched_responses", probe.RttscopeCounterCOUNTER_DNS_UNMATCHED_RESPONSES, func(s *Stats) *uint64 { return &s.DNSUnmatchedResponses }},
+	{"quic_spin_rejected", probe.RttscopeCounterCOUNTER_QUIC_SPIN_REJECTED, func(s *Stats) *uint64 { return &s.QUICSpinRejected }},
+	{"quic_spin_random", probe.RttscopeCounterCOUNTER_QUIC_SPIN_RANDOM, func(s *Stats) *uint64 { return &s.QUICSpinRandom }},
 }
 
 // SetCounters fills the counters of s from the kernel's: each kernel

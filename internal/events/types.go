@@ -246,6 +246,10 @@ type Stats struct {
 	// duplicate id: that timing is dropped), DNSUnmatchedResponses DNS
 	// responses that answered no outstanding query.
 	DNSDuplicateQueries, DNSUnmatchedResponses uint64
+	// QUICSpinRejected counts spin bit edges closer than 1/8 of the
+	// running RTT estimate (reordering, loss), QUICSpinRandom flow
+	// directions whose spin bit looked random (no samples from them).
+	QUICSpinRejected, QUICSpinRandom uint64
 	// Variant names the variant of each optional part in use, as
 	// "cleanup=iterator summaries=map-walk" (loader.Variant); empty in
 	// records that do not carry it.

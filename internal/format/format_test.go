@@ -61,7 +61,7 @@ func fixture() []any {
 			TimestampMapFull: 2, RingbufFull: 0, FlowsTimedOut: 1, TimestampsExpired: 17, Flows: 2, Timestamps: 5,
 			FlowsCreated: 3, FlowsDeleted: 1, TimestampsCreated: 24, TimestampsDeleted: 19, SummariesSent: 1,
 			Samples: [events.NumSources]uint64{3, 2, 1, 0, 1}, TCPSeqRetransmissions: 2, TCPSeqAmbiguous: 1,
-			DNSDuplicateQueries: 1, DNSUnmatchedResponses: 4,
+			DNSDuplicateQueries: 1, DNSUnmatchedResponses: 4, QUICSpinRejected: 5, QUICSpinRandom: 2,
 			Process: &events.ProcessStats{CPUUser: 123_456_789, CPUSystem: 2*time.Second + 5*time.Microsecond,
 				RSS: 24_535_040, MaxRSS: 26_214_400, CPUShare: 0.0123456789},
 			BPF: &events.BPFStats{Enabled: true, Programs: []events.ProgramStats{
@@ -381,7 +381,8 @@ var (
 		"timestamp_map_full", "ringbuf_full", "flows_timed_out", "timestamps_expired", "flows", "timestamps", "flows_evicted", "timestamps_evicted", "aggregated_samples", "prefix_map_full",
 		"flows_created", "flows_deleted", "timestamps_created", "timestamps_deleted", "summary_map_full", "summary_ringbuf_full", "summaries_sent",
 		"samples_tcp_ts", "samples_icmp", "samples_tcp_seq", "samples_tcp_syn", "samples_dns", "samples_quic_spin",
-		"tcp_seq_retransmissions", "tcp_seq_ambiguous", "dns_duplicate_queries", "dns_unmatched_responses"}
+		"tcp_seq_retransmissions", "tcp_seq_ambiguous", "dns_duplicate_queries", "dns_unmatched_responses",
+		"quic_spin_rejected", "quic_spin_random"}
 )
 
 // wantStatsKeys returns the top-level keys of s's json record in order.
@@ -796,7 +797,7 @@ func statsWith(extra string) string {
 		`"flows_created":0,"flows_deleted":0,"timestamps_created":0,"timestamps_deleted":0,"summary_map_full":0,` +
 		`"summary_ringbuf_full":0,"summaries_sent":0,"samples_tcp_ts":0,"samples_icmp":0,"samples_tcp_seq":0,` +
 		`"samples_tcp_syn":0,"samples_dns":0,"samples_quic_spin":0,"tcp_seq_retransmissions":0,"tcp_seq_ambiguous":0,` +
-		`"dns_duplicate_queries":0,"dns_unmatched_responses":0,` +
+		`"dns_duplicate_queries":0,"dns_unmatched_responses":0,"quic_spin_rejected":0,"quic_spin_random":0,` +
 		extra + `}`
 }
 
@@ -880,10 +881,10 @@ func TestStatsTelemetry(t *testing.T) {
 	// Without telemetry (replay) the record is the counters only.
 	bare := *on
 	bare.Process, bare.BPF = nil, nil
-	if js := string(appendStatsJSON(nil, &bare)); !strings.HasSuffix(js, `"dns_unmatched_responses":4}`) {
+	if js := string(appendStatsJSON(nil, &bare)); !strings.HasSuffix(js, `"quic_spin_random":2}`) {
 		t.Errorf("without telemetry: %s", js)
 	}
-	if line := string(appendStatsLine(nil, &bare, time.UTC)); !strings.HasSuffix(line, " dns_unmatched_responses=4\n") {
+	if line := string(appendStatsLine(nil, &bare, time.UTC)); !strings.HasSuffix(line, " quic_spin_random=2\n") {
 		t.Errorf("without telemetry: %s", line)
 	}
 }

@@ -31,6 +31,10 @@ type Config struct {
 	// and from the server ports DNSPorts (0: unused slot).
 	TrackDNS bool
 	DNSPorts [DNSPortSlots]uint16
+	// TrackQUIC reports the end-to-end RTT the QUIC spin bit shows, on
+	// UDP to and from the ports QUICPorts (0: unused slot).
+	TrackQUIC bool
+	QUICPorts [QUICPortSlots]uint16
 	// IncludeSYN timestamps SYNs and lets them open flows.
 	IncludeSYN bool
 	// IncludeLocal also timestamps packets addressed to this host, so the
@@ -77,8 +81,12 @@ const (
 	TCPSequence   TCPMode = 2 // sequence and ACK numbers only
 )
 
-// DNSPortSlots is how many DNS server ports the programs compare with.
-const DNSPortSlots = 4
+// DNSPortSlots and QUICPortSlots are how many DNS server and QUIC ports
+// the programs compare with.
+const (
+	DNSPortSlots  = 4
+	QUICPortSlots = 4
+)
 
 // TCPModeNames name the modes in flag order (--tcp-mode).
 var TCPModeNames = []string{"auto", "ts", "seq"}
@@ -125,6 +133,7 @@ func DefaultConfig() Config {
 		AggPrefixV6:      48,
 		PrefixMapSize:    DefaultPrefixMapSize,
 		DNSPorts:         [DNSPortSlots]uint16{53},
+		QUICPorts:        [QUICPortSlots]uint16{443},
 	}
 }
 
@@ -135,8 +144,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rate limit must be >= 0, got %v", c.RateLimit)
 	case c.RTTRate < 0 || math.IsNaN(c.RTTRate) || c.RTTRate > 1e6:
 		return fmt.Errorf("rtt rate must be between 0 and 1e6, got %v", c.RTTRate)
-	case !c.TrackTCP && !c.TrackICMP && !c.TrackTCPHandshake && !c.TrackDNS:
-		return fmt.Errorf("nothing to track: enable TCP, the TCP handshake, ICMP and/or DNS")
+	case !c.TrackTCP && !c.TrackICMP && !c.TrackTCPHandshake && !c.TrackDNS && !c.TrackQUIC:
+		return fmt.Errorf("nothing to track: enable TCP, the TCP handshake, ICMP, DNS and/or QUIC")
+	case c.TrackQUIC && c.QUICPorts == [QUICPortSlots]uint16{}:
+		return fmt.Errorf("QUIC tracking needs at least one QUIC port")
 	case c.TrackDNS && c.DNSPorts == [DNSPortSlots]uint16{}:
 		return fmt.Errorf("DNS tracking needs at least one DNS port")
 	case c.TCPMode > TCPSequence:

@@ -213,6 +213,8 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		{v.CfgTrackTcpHandshake, cfg.TrackTCPHandshake},
 		{v.CfgTrackDns, cfg.TrackDNS},
 		{v.CfgDnsPorts, cfg.DNSPorts},
+		{v.CfgTrackQuic, cfg.TrackQUIC},
+		{v.CfgQuicPorts, cfg.QUICPorts},
 		{v.CfgIncludeSyn, cfg.IncludeSYN},
 		{v.CfgLocalFilter, !cfg.IncludeLocal && !cfg.Replay},
 		{v.CfgReplay, cfg.Replay},

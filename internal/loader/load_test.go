@@ -38,17 +38,19 @@ func TestLoadPassesVerifier(t *testing.T) {
 		"handshake": func(c *Config) { c.TrackTCP, c.TrackTCPHandshake = false, true },
 		"sources-all": func(c *Config) {
 			c.TrackICMP, c.TrackTCPHandshake, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true
-			c.TrackDNS = true
+			c.TrackDNS, c.TrackQUIC = true, true
 		},
 		"sources-all-replay-aggregate-summary": func(c *Config) {
 			c.TrackICMP, c.TrackTCPHandshake, c.Replay, c.Aggregate, c.FlowSummary = true, true, true, true, true
-			c.TrackDNS = true
+			c.TrackDNS, c.TrackQUIC = true, true
 		},
 		"seq-handshake-ts-mode": func(c *Config) { c.TCPMode, c.TrackTCPHandshake = TCPTimestamps, true },
 		"dns-only":              func(c *Config) { c.TrackTCP, c.TrackDNS = false, true },
+		"quic-only":             func(c *Config) { c.TrackTCP, c.TrackQUIC = false, true },
 		"dns-all": func(c *Config) {
 			c.TrackDNS, c.TrackICMP, c.TrackTCPHandshake, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true, true
 			c.DNSPorts = [DNSPortSlots]uint16{53, 5353, 853, 8053}
+			c.TrackQUIC, c.QUICPorts = true, [QUICPortSlots]uint16{443, 8443, 4433, 784}
 		},
 		"dns-replay-aggregate-summary": func(c *Config) {
 			c.TrackDNS, c.Replay, c.Aggregate, c.FlowSummary, c.TCPMode = true, true, true, true, TCPSequence

@@ -82,7 +82,9 @@ const (
 	RttscopeCounterCOUNTER_TCP_SEQ_AMBIGUOUS       RttscopeCounter = 26
 	RttscopeCounterCOUNTER_DNS_DUPLICATE_QUERIES   RttscopeCounter = 27
 	RttscopeCounterCOUNTER_DNS_UNMATCHED_RESPONSES RttscopeCounter = 28
-	RttscopeCounterCOUNTER_NR                      RttscopeCounter = 29
+	RttscopeCounterCOUNTER_QUIC_SPIN_REJECTED      RttscopeCounter = 29
+	RttscopeCounterCOUNTER_QUIC_SPIN_RANDOM        RttscopeCounter = 30
+	RttscopeCounterCOUNTER_NR                      RttscopeCounter = 31
 )
 
 type RttscopeEventType uint32
@@ -155,6 +157,7 @@ type RttscopeFlowState struct {
 		TimedSource uint8
 		Reserved    uint8
 	}
+	_ [8]byte
 }
 
 type RttscopeFlowSummary struct {
@@ -303,6 +306,7 @@ const (
 	RttscopeVarCfgIncludeSyn              = "cfg_include_syn"
 	RttscopeVarCfgLocalFilter             = "cfg_local_filter"
 	RttscopeVarCfgOtherFlowTimeoutNs      = "cfg_other_flow_timeout_ns"
+	RttscopeVarCfgQuicPorts               = "cfg_quic_ports"
 	RttscopeVarCfgRateLimitNs             = "cfg_rate_limit_ns"
 	RttscopeVarCfgReplay                  = "cfg_replay"
 	RttscopeVarCfgRttRateMilli            = "cfg_rtt_rate_milli"
@@ -312,6 +316,7 @@ const (
 	RttscopeVarCfgTcpMode                 = "cfg_tcp_mode"
 	RttscopeVarCfgTrackDns                = "cfg_track_dns"
 	RttscopeVarCfgTrackIcmp               = "cfg_track_icmp"
+	RttscopeVarCfgTrackQuic               = "cfg_track_quic"
 	RttscopeVarCfgTrackTcp                = "cfg_track_tcp"
 	RttscopeVarCfgTrackTcpHandshake       = "cfg_track_tcp_handshake"
 	RttscopeVarCfgTsTimeoutNs             = "cfg_ts_timeout_ns"
@@ -407,6 +412,7 @@ type RttscopeVariableSpecs struct {
 	CfgIncludeSyn         *ebpf.VariableSpec `ebpf:"cfg_include_syn"`
 	CfgLocalFilter        *ebpf.VariableSpec `ebpf:"cfg_local_filter"`
 	CfgOtherFlowTimeoutNs *ebpf.VariableSpec `ebpf:"cfg_other_flow_timeout_ns"`
+	CfgQuicPorts          *ebpf.VariableSpec `ebpf:"cfg_quic_ports"`
 	CfgRateLimitNs        *ebpf.VariableSpec `ebpf:"cfg_rate_limit_ns"`
 	CfgReplay             *ebpf.VariableSpec `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_milli"`
@@ -416,6 +422,7 @@ type RttscopeVariableSpecs struct {
 	CfgTcpMode            *ebpf.VariableSpec `ebpf:"cfg_tcp_mode"`
 	CfgTrackDns           *ebpf.VariableSpec `ebpf:"cfg_track_dns"`
 	CfgTrackIcmp          *ebpf.VariableSpec `ebpf:"cfg_track_icmp"`
+	CfgTrackQuic          *ebpf.VariableSpec `ebpf:"cfg_track_quic"`
 	CfgTrackTcp           *ebpf.VariableSpec `ebpf:"cfg_track_tcp"`
 	CfgTrackTcpHandshake  *ebpf.VariableSpec `ebpf:"cfg_track_tcp_handshake"`
 	CfgTsTimeoutNs        *ebpf.VariableSpec `ebpf:"cfg_ts_timeout_ns"`
@@ -494,6 +501,7 @@ type RttscopeVariables struct {
 	CfgIncludeSyn         *ebpf.Variable `ebpf:"cfg_include_syn"`
 	CfgLocalFilter        *ebpf.Variable `ebpf:"cfg_local_filter"`
 	CfgOtherFlowTimeoutNs *ebpf.Variable `ebpf:"cfg_other_flow_timeout_ns"`
+	CfgQuicPorts          *ebpf.Variable `ebpf:"cfg_quic_ports"`
 	CfgRateLimitNs        *ebpf.Variable `ebpf:"cfg_rate_limit_ns"`
 	CfgReplay             *ebpf.Variable `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.Variable `ebpf:"cfg_rtt_rate_milli"`
@@ -503,6 +511,7 @@ type RttscopeVariables struct {
 	CfgTcpMode            *ebpf.Variable `ebpf:"cfg_tcp_mode"`
 	CfgTrackDns           *ebpf.Variable `ebpf:"cfg_track_dns"`
 	CfgTrackIcmp          *ebpf.Variable `ebpf:"cfg_track_icmp"`
+	CfgTrackQuic          *ebpf.Variable `ebpf:"cfg_track_quic"`
 	CfgTrackTcp           *ebpf.Variable `ebpf:"cfg_track_tcp"`
 	CfgTrackTcpHandshake  *ebpf.Variable `ebpf:"cfg_track_tcp_handshake"`
 	CfgTsTimeoutNs        *ebpf.Variable `ebpf:"cfg_ts_timeout_ns"`

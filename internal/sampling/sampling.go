@@ -96,6 +96,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, keep func(name string) bool) {
 	all.Var(flagval.Choice(&c.TCPMode, loader.TCPModeNames, []loader.TCPMode{loader.TCPAuto, loader.TCPTimestamps, loader.TCPSequence}),
 		"tcp-mode", "where TCP samples come from: ts (timestamp option, as ePPing), seq (sequence and ACK numbers, Karn's rule) or auto (timestamps where a segment has the option, sequence numbers where it does not)")
 	all.Var(flagval.NewPorts(c.DNSPorts[:]), "dns-ports", "server ports of --dns, comma-separated (at most 4)")
+	all.Var(flagval.NewPorts(c.QUICPorts[:]), "quic-ports", "UDP ports of --quic, comma-separated (at most 4)")
 	all.BoolVarP(&c.IncludeSYN, "include-syn", "s", c.IncludeSYN, "also timestamp SYNs, so handshakes open flows and give samples (can fill state under SYN floods)")
 	all.BoolVarP(&c.IncludeLocal, "include-local", "l", c.IncludeLocal, "also timestamp packets addressed to this host, giving samples of its own response time (matched on egress)")
 	all.DurationVar(&c.TCPFlowTimeout, "tcp-flow-timeout", c.TCPFlowTimeout, "forget TCP flows idle this long (reported as closing due to flow timeout)")
@@ -131,6 +132,7 @@ func (o *Options) addSourceFlags(fs *pflag.FlagSet) {
 		{"tcp", "T", &o.BPF.TrackTCP, "report TCP RTTs of data segments, see --tcp-mode (the default when no source flag is given)"},
 		{"tcp-handshake", "", &o.BPF.TrackTCPHandshake, "report TCP handshake RTTs: SYN to SYN-ACK and SYN-ACK to ACK (SYNs then open flows, which can fill state under SYN floods)"},
 		{"icmp", "C", &o.BPF.TrackICMP, "report ICMP and ICMPv6 echo RTTs"},
+		{"quic", "", &o.BPF.TrackQUIC, "report the end-to-end RTT that the QUIC spin bit shows, from 1-RTT packets (ports: --quic-ports; flows whose bit is constant or random give none)"},
 		{"dns", "", &o.BPF.TrackDNS, "report DNS query -> response times over UDP and TCP, with rcode, query type and TC bit, never the name (server ports: --dns-ports)"},
 	} {
 		g.on, g.defaults, g.given = append(g.on, s.on), append(g.defaults, *s.on), append(g.given, false)
