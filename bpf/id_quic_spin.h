@@ -12,9 +12,10 @@
  * its half of the flow (struct quic_spin_dir) and reports the interval
  * between accepted edges; the timestamp map is not used. Filters:
  *  - an edge closer to the previous accepted one than 1/8 of the running
- *    RTT estimate is rejected (a reordered or lost packet flips the bit
- *    back and forth: both flips are rejected, the next real edge is
- *    measured from the last accepted one);
+ *    RTT estimate is rejected, and the direction keeps the value of the
+ *    accepted edge: a packet of the previous period reordered after an
+ *    edge flips the bit back, which is rejected, and the packets after it,
+ *    which carry the accepted value again, are no edge at all;
  *  - endpoints that disable spinning send a constant bit (no edges, no
  *    samples) or a random one, chosen per packet (RFC 9000 recommends
  *    either): then about every second packet is an edge. Each direction
@@ -97,13 +98,14 @@ static __always_inline __u64 quic_spin_on_flow(struct packet_info *p,
 	}
 	if ((s->flags & QUIC_SPIN_VALUE) == value)
 		return 0;
-	s->flags ^= QUIC_SPIN_VALUE; /* an edge */
+	/* An edge; the stored value follows it only once it is accepted. */
 
 	/* The clock is read at edges only (packet_time()'s rule). */
 	if (!cfg_replay && !p->time)
 		p->time = bpf_ktime_get_ns();
 	now = p->time;
 	if (!s->last_edge || now < s->last_edge) {
+		s->flags ^= QUIC_SPIN_VALUE;
 		s->last_edge = now;
 		return 0;
 	}
@@ -113,6 +115,7 @@ static __always_inline __u64 quic_spin_on_flow(struct packet_info *p,
 		count(COUNTER_QUIC_SPIN_REJECTED);
 		return 0;
 	}
+	s->flags ^= QUIC_SPIN_VALUE;
 	s->last_edge = now;
 	sample = interval > 0xffffffffULL ? 0xffffffff : interval;
 	s->est = est ? est - (est >> 3) + (sample >> 3) : sample;
