@@ -32,6 +32,9 @@ volatile const bool cfg_track_tcp_handshake = false;
 volatile const bool cfg_track_dns = false;
 #define DNS_PORTS 4
 volatile const __u16 cfg_dns_ports[DNS_PORTS] = {53, 0, 0, 0};
+/* Report the question's name with DNS samples (--dns-names; off: the name
+ * is never read, data minimisation). */
+volatile const bool cfg_dns_names = false;
 /* QUIC spin bit (id_quic_spin.h), UDP to and from these ports. */
 volatile const bool cfg_track_quic = false;
 #define QUIC_PORTS 4

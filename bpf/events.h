@@ -11,6 +11,7 @@ enum event_type {
 	EVENT_TYPE_RTT = 1,
 	EVENT_TYPE_FLOW = 2,
 	EVENT_TYPE_FLOW_SUMMARY = 3, /* own ring buffer (summary.h) */
+	EVENT_TYPE_RTT_NAMED = 4, /* rtt_named_event: DNS with --dns-names */
 };
 
 enum flow_event_type {
@@ -67,6 +68,17 @@ struct rtt_event {
 	__u32 reserved2;
 };
 
+/* The largest DNS name on the wire (RFC 1035 3.1), length octets included. */
+#define DNS_NAME_MAX 256
+
+/* A DNS sample with its question's name in wire format (--dns-names). */
+struct rtt_named_event {
+	struct rtt_event rtt; /* event_type EVENT_TYPE_RTT_NAMED */
+	__u16 name_len; /* bytes of name used */
+	__u8 reserved[6];
+	__u8 name[DNS_NAME_MAX];
+};
+
 struct flow_event {
 	__u32 event_type;
 	__u32 ifindex;
@@ -81,6 +93,7 @@ struct flow_event {
 _Static_assert(sizeof(struct network_tuple) == 44, "network_tuple layout");
 _Static_assert(sizeof(struct rtt_event) == 128, "rtt_event layout");
 _Static_assert(sizeof(struct flow_event) == 64, "flow_event layout");
+_Static_assert(sizeof(struct rtt_named_event) == 392, "rtt_named_event layout");
 
 /* No map or global function names these types: exported for bpf2go. */
 BTF_EXPORT(enum event_type, event_type);
@@ -89,5 +102,6 @@ BTF_EXPORT(enum flow_event_reason, flow_event_reason);
 BTF_EXPORT(enum rtt_source, rtt_source);
 BTF_EXPORT(struct rtt_event, rtt_event);
 BTF_EXPORT(struct flow_event, flow_event);
+BTF_EXPORT(struct rtt_named_event, rtt_named_event);
 
 #endif /* RTTSCOPE_EVENTS_H */

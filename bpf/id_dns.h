@@ -51,41 +51,101 @@ static __always_inline bool is_dns_port(__be16 port)
 }
 
 /* Returns the type of the first question of the message whose question
- * section starts at byte off, or 0 (name longer than walked, truncated,
- * malformed). Labels are read with a load helper so the offset stays an
+ * section starts at byte off (bits 0-15; 0 when the name is longer than
+ * walked, truncated or malformed) and the length of its name on the wire
+ * (bits 16-24). Labels are read with a load helper so the offset stays an
  * imprecise scalar and the loop states prune. Global: verified once. */
-#define DEFINE_DNS_QTYPE(name, ctx_type, load)                     \
-	__noinline int name(ctx_type *ctx, __u32 off)              \
-	{                                                          \
-		__be16 qtype;                                      \
-		__u8 len;                                          \
-		int i;                                             \
-                                                                   \
-		for (i = 0; i < DNS_MAX_LABELS; i++) {             \
-			if (load(ctx, off, &len, 1) < 0)           \
-				return 0;                          \
-			if (len == 0) {                            \
-				off += 1;                          \
-				break;                             \
-			}                                          \
-			/* A compression pointer ends the name. */ \
-			if ((len & 0xc0) == 0xc0) {                \
-				off += 2;                          \
-				break;                             \
-			}                                          \
-			if (len > DNS_MAX_LABEL_LEN)               \
-				return 0;                          \
-			off += len + 1;                            \
-		}                                                  \
-		if (i == DNS_MAX_LABELS)                           \
-			return 0;                                  \
-		if (load(ctx, off, &qtype, sizeof(qtype)) < 0)     \
-			return 0;                                  \
-		return bpf_ntohs(qtype);                           \
+#define DEFINE_DNS_QTYPE(name, ctx_type, load)                          \
+	__noinline int name(ctx_type *ctx, __u32 off)                   \
+	{                                                               \
+		__u32 start = off;                                      \
+		__be16 qtype;                                           \
+		__u8 len;                                               \
+		int i;                                                  \
+                                                                        \
+		for (i = 0; i < DNS_MAX_LABELS; i++) {                  \
+			if (load(ctx, off, &len, 1) < 0)                \
+				return 0;                               \
+			if (len == 0) {                                 \
+				off += 1;                               \
+				break;                                  \
+			}                                               \
+			/* A compression pointer ends the name. */      \
+			if ((len & 0xc0) == 0xc0) {                     \
+				off += 2;                               \
+				break;                                  \
+			}                                               \
+			if (len > DNS_MAX_LABEL_LEN)                    \
+				return 0;                               \
+			off += len + 1;                                 \
+		}                                                       \
+		if (i == DNS_MAX_LABELS || off - start >= DNS_NAME_MAX) \
+			return 0;                                       \
+		if (load(ctx, off, &qtype, sizeof(qtype)) < 0)          \
+			return 0;                                       \
+		return (off - start) << 16 | bpf_ntohs(qtype);          \
+	}
+
+/* The name of the question of the response being handled (per CPU: valid
+ * during one program run), for the RTT event (--dns-names). */
+struct dns_name {
+	__u8 name[DNS_NAME_MAX];
+};
+
+/* Copies len bytes of name at byte off into buf. Global: verified once
+ * (a struct pointer, so the verifier knows the buffer's size). */
+#define DEFINE_DNS_COPY_NAME(fn, ctx_type, load)               \
+	__noinline int fn(ctx_type *ctx, __u32 off, __u32 len, \
+			  struct dns_name *buf)                \
+	{                                                      \
+		if (!buf)                                      \
+			return -1;                             \
+		/* 1..DNS_NAME_MAX - 1 for the verifier */     \
+		len &= DNS_NAME_MAX - 1;                       \
+		if (len == 0)                                  \
+			return -1;                             \
+		return load(ctx, off, buf->name, len);         \
 	}
 
 DEFINE_DNS_QTYPE(dns_qtype_skb, struct __sk_buff, bpf_skb_load_bytes)
 DEFINE_DNS_QTYPE(dns_qtype_xdp, struct xdp_md, bpf_xdp_load_bytes)
+DEFINE_DNS_COPY_NAME(dns_copy_name_skb, struct __sk_buff, bpf_skb_load_bytes)
+DEFINE_DNS_COPY_NAME(dns_copy_name_xdp, struct xdp_md, bpf_xdp_load_bytes)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct dns_name);
+	__uint(max_entries, 1);
+} dns_names SEC(".maps");
+
+/* Reads the question at byte off: its type, and with --dns-names its
+ * name (into dns_names). */
+static __always_inline void dns_question(struct parsing_context *pctx,
+					 __u32 off, struct packet_info *p)
+{
+	struct dns_name *n;
+	__u32 zero = 0, len;
+	int ret;
+
+	if (pctx->is_xdp)
+		ret = dns_qtype_xdp(pctx->ctx, off);
+	else
+		ret = dns_qtype_skb(pctx->ctx, off);
+	p->dns.qtype = ret & 0xffff;
+	len = (ret >> 16) & (DNS_NAME_MAX - 1);
+	if (!cfg_dns_names || !len)
+		return;
+	n = bpf_map_lookup_elem(&dns_names, &zero);
+	if (!n)
+		return;
+	if (pctx->is_xdp)
+		ret = dns_copy_name_xdp(pctx->ctx, off, len, n);
+	else
+		ret = dns_copy_name_skb(pctx->ctx, off, len, n);
+	if (ret == 0)
+		p->dns.name_len = len;
+}
 
 /* Reads a DNS message at byte off of the packet. to_server and
  * from_server say whether the packet goes to or comes from a DNS port.
@@ -116,13 +176,8 @@ static __always_inline int parse_dns_msg(struct parsing_context *pctx,
 		p->reply_valid = true;
 		p->dns.rcode = flags & DNS_RCODE_MASK;
 		p->dns.truncated = !!(flags & DNS_FLAG_TC);
-		if (h.qdcount) {
-			off += sizeof(h);
-			if (pctx->is_xdp)
-				p->dns.qtype = dns_qtype_xdp(pctx->ctx, off);
-			else
-				p->dns.qtype = dns_qtype_skb(pctx->ctx, off);
-		}
+		if (h.qdcount)
+			dns_question(pctx, off + sizeof(h), p);
 	} else {
 		return -1;
 	}

@@ -43,7 +43,8 @@ struct dns_info {
 	__u16 qtype; /* type of the first question, 0 if unread */
 	__u8 rcode;
 	__u8 truncated; /* TC bit */
-	__u8 reserved[11];
+	__u16 name_len; /* --dns-names: bytes of the name copied (dns_names) */
+	__u8 reserved[9];
 	__u8 kind; /* SRC_INFO_DNS */
 };
 

@@ -142,20 +142,18 @@ static __always_inline void send_flow_event(struct packet_info *p,
 }
 
 /* orig sent the timestamped packet, rec (the reply's sender) received it. */
-static __always_inline void send_rtt_event(struct packet_info *p,
+/* A DNS sample with the question's name (--dns-names, id_dns.h). */
+static __always_inline void send_dns_named_event(struct packet_info *p,
+						 struct flow_dir_state *orig,
+						 struct flow_dir_state *rec,
+						 __u64 rtt);
+
+static __always_inline void fill_rtt_event(struct rtt_event *e,
+					   struct packet_info *p,
 					   struct flow_dir_state *orig,
 					   struct flow_dir_state *rec,
 					   __u64 rtt)
 {
-	struct rtt_event *e;
-
-	if (cfg_steps < STEP_EVENTS)
-		return;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(COUNTER_RINGBUF_FULL);
-		return;
-	}
 	e->event_type = EVENT_TYPE_RTT;
 	e->ifindex = p->ifindex;
 	e->timestamp = p->time;
@@ -181,6 +179,54 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 		e->dns_rcode = 0;
 		e->dns_truncated = 0;
 	}
+}
+
+/* orig sent the timestamped packet, rec (the reply's sender) received it. */
+static __always_inline void send_rtt_event(struct packet_info *p,
+					   struct flow_dir_state *orig,
+					   struct flow_dir_state *rec,
+					   __u64 rtt)
+{
+	struct rtt_event *e;
+
+	if (cfg_steps < STEP_EVENTS)
+		return;
+	if (cfg_dns_names && p->dns.kind == SRC_INFO_DNS && p->dns.name_len) {
+		send_dns_named_event(p, orig, rec, rtt);
+		return;
+	}
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(COUNTER_RINGBUF_FULL);
+		return;
+	}
+	fill_rtt_event(e, p, orig, rec, rtt);
+	bpf_ringbuf_submit(e, 0);
+	count(COUNTER_RTT_EVENTS);
+}
+
+static __always_inline void send_dns_named_event(struct packet_info *p,
+						 struct flow_dir_state *orig,
+						 struct flow_dir_state *rec,
+						 __u64 rtt)
+{
+	struct rtt_named_event *e;
+	struct dns_name *n;
+	__u32 zero = 0;
+
+	n = bpf_map_lookup_elem(&dns_names, &zero);
+	if (!n)
+		return;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(COUNTER_RINGBUF_FULL);
+		return;
+	}
+	fill_rtt_event(&e->rtt, p, orig, rec, rtt);
+	e->rtt.event_type = EVENT_TYPE_RTT_NAMED;
+	e->name_len = p->dns.name_len;
+	__builtin_memset(e->reserved, 0, sizeof(e->reserved));
+	__builtin_memcpy(e->name, n->name, sizeof(e->name));
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_RTT_EVENTS);
 }

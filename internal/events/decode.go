@@ -16,6 +16,9 @@ type Kind uint32
 const (
 	KindRTT  = Kind(probe.RttscopeEventTypeEVENT_TYPE_RTT)
 	KindFlow = Kind(probe.RttscopeEventTypeEVENT_TYPE_FLOW)
+	// KindRTTNamed is an RTT record followed by a DNS question's name
+	// (--dns-names); Decode reports it as KindRTT.
+	KindRTTNamed = Kind(probe.RttscopeEventTypeEVENT_TYPE_RTT_NAMED)
 )
 
 // Layouts of the records of bpf/events.h, read by offset: no reflection,
@@ -45,6 +48,12 @@ const (
 	rttOffDNSQType      = 120 // u16, then u8 rcode, u8 truncated
 	rttOffDNSRCode      = 122
 	rttOffDNSTruncated  = 123
+
+	// struct rtt_named_event: an rtt_event, u16 name length, the name.
+	namedRecordSize  = 392
+	namedOffNameLen  = 128
+	namedOffName     = 136
+	namedNameMaxSize = 256
 
 	// struct flow_event: u8 fields.
 	flowRecordSize        = 64
@@ -87,8 +96,8 @@ func (d *Decoder) Decode(raw []byte, rtt *RTT, flow *FlowEvent) (Kind, error) {
 	}
 	kind := Kind(le.Uint32(raw[offKind:]))
 	switch kind {
-	case KindRTT:
-		if len(raw) < rttRecordSize {
+	case KindRTT, KindRTTNamed:
+		if len(raw) < rttRecordSize || (kind == KindRTTNamed && len(raw) < namedRecordSize) {
 			return kind, ErrShortRecord
 		}
 		rtt.Ifindex = le.Uint32(raw[offIfindex:])
@@ -98,6 +107,11 @@ func (d *Decoder) Decode(raw []byte, rtt *RTT, flow *FlowEvent) (Kind, error) {
 		rtt.Source = Source(raw[rttOffSource])
 		rtt.DNS = DNSInfo{QType: le.Uint16(raw[rttOffDNSQType:]), RCode: raw[rttOffDNSRCode],
 			Truncated: raw[rttOffDNSTruncated] != 0}
+		if kind == KindRTTNamed {
+			n := min(int(le.Uint16(raw[namedOffNameLen:])), namedNameMaxSize)
+			rtt.DNS.Name = DNSName(raw[namedOffName : namedOffName+n])
+			kind = KindRTT
+		}
 		rtt.RTT = time.Duration(le.Uint64(raw[rttOffRTT:]))
 		rtt.MinRTT = time.Duration(le.Uint64(raw[rttOffMinRTT:]))
 		rtt.SmoothedRTT = time.Duration(le.Uint64(raw[rttOffSRTT:]))

@@ -72,3 +72,40 @@ func TestDecodeFlowAndErrors(t *testing.T) {
 		t.Fatalf("unknown kind: %v", err)
 	}
 }
+
+// TestDecodeNamed: a DNS sample with its question's name (--dns-names)
+// decodes as an RTT with the name in presentation format, escapes
+// included; a plain RTT record after it has no name.
+func TestDecodeNamed(t *testing.T) {
+	raw := make([]byte, namedRecordSize)
+	binary.LittleEndian.PutUint32(raw[0:], uint32(KindRTTNamed))
+	putTuple(raw[16:], netip.MustParseAddr("::ffff:192.0.2.53"), netip.MustParseAddr("::ffff:10.0.0.1"), 53, 40000, 17)
+	raw[61] = byte(SourceDNS)
+	binary.LittleEndian.PutUint16(raw[120:], 1)
+	wire := []byte("\x03www\x07ex.am\"e\x03com\x00")
+	binary.LittleEndian.PutUint16(raw[namedOffNameLen:], uint16(len(wire)))
+	copy(raw[namedOffName:], wire)
+	var d Decoder
+	var r RTT
+	var f FlowEvent
+	kind, err := d.Decode(raw, &r, &f)
+	if err != nil || kind != KindRTT {
+		t.Fatalf("kind %v err %v", kind, err)
+	}
+	if want := `www.ex\046am\034e.com.`; r.DNS.Name != want || r.DNS.QType != 1 || r.Source != SourceDNS {
+		t.Errorf("decoded %+v, want name %s", r.DNS, want)
+	}
+	if _, err := d.Decode(raw[:rttRecordSize], &r, &f); !errors.Is(err, ErrShortRecord) {
+		t.Errorf("short named record: %v", err)
+	}
+	plain := raw[:rttRecordSize]
+	binary.LittleEndian.PutUint32(plain[0:], uint32(KindRTT))
+	if _, err := d.Decode(plain, &r, &f); err != nil || r.DNS.Name != "" {
+		t.Errorf("plain record after a named one: name %q, err %v", r.DNS.Name, err)
+	}
+	for wire, want := range map[string]string{"\x00": ".", "": ".", "\x01a\xc0\x0c": "a.", "\x02a": "a."} {
+		if got := DNSName([]byte(wire)); got != want {
+			t.Errorf("DNSName(%q) = %q, want %q", wire, got, want)
+		}
+	}
+}

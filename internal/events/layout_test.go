@@ -16,6 +16,7 @@ func TestLayout(t *testing.T) {
 	var (
 		r probe.RttscopeRttEvent
 		f probe.RttscopeFlowEvent
+		m probe.RttscopeRttNamedEvent
 		s probe.RttscopeFlowSummaryEvent
 		n probe.RttscopeNetworkTuple
 	)
@@ -41,6 +42,11 @@ func TestLayout(t *testing.T) {
 		{"rtt_event.dns_qtype", rttOffDNSQType, 2, unsafe.Offsetof(r.DnsQtype), unsafe.Sizeof(r.DnsQtype)},
 		{"rtt_event.dns_rcode", rttOffDNSRCode, 1, unsafe.Offsetof(r.DnsRcode), unsafe.Sizeof(r.DnsRcode)},
 		{"rtt_event.dns_truncated", rttOffDNSTruncated, 1, unsafe.Offsetof(r.DnsTruncated), unsafe.Sizeof(r.DnsTruncated)},
+
+		{"sizeof(rtt_named_event)", 0, namedRecordSize, 0, unsafe.Sizeof(m)},
+		{"rtt_named_event.rtt", 0, rttRecordSize, unsafe.Offsetof(m.Rtt), unsafe.Sizeof(m.Rtt)},
+		{"rtt_named_event.name_len", namedOffNameLen, 2, unsafe.Offsetof(m.NameLen), unsafe.Sizeof(m.NameLen)},
+		{"rtt_named_event.name", namedOffName, namedNameMaxSize, unsafe.Offsetof(m.Name), unsafe.Sizeof(m.Name)},
 
 		{"sizeof(flow_event)", 0, flowRecordSize, 0, unsafe.Sizeof(f)},
 		{"flow_event.event_type", offKind, 4, unsafe.Offsetof(f.EventType), unsafe.Sizeof(f.EventType)},

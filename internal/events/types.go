@@ -124,8 +124,8 @@ type RTT struct {
 	DNS DNSInfo
 }
 
-// DNSInfo is what a DNS sample reports of its response: never the name
-// (data minimisation, docs/privacy.md).
+// DNSInfo is what a DNS sample reports of its response; the name only
+// with --dns-names (data minimisation, docs/privacy.md).
 type DNSInfo struct {
 	// QType is the type of the first question (1 A, 28 AAAA, ...; 0 when
 	// the name was too long to walk or malformed).
@@ -134,6 +134,39 @@ type DNSInfo struct {
 	RCode uint8
 	// Truncated is the TC bit: the answer did not fit (UDP).
 	Truncated bool
+	// Name is the question's name in presentation format
+	// ("www.example.com."), only with --dns-names.
+	Name string
+}
+
+// DNSName turns a name in wire format (length-prefixed labels, ending with
+// a zero length or a compression pointer, which ends it here) into its
+// presentation format (RFC 1035 5.1): labels joined by dots, a final dot,
+// and every byte outside letters, digits, '-' and '_' as \DDD, so the
+// result is printable ASCII whatever the packet held.
+func DNSName(wire []byte) string {
+	var b []byte
+	for i := 0; i < len(wire); {
+		n := int(wire[i])
+		if n == 0 || n&0xc0 != 0 {
+			break
+		}
+		i++
+		for j := 0; j < n && i < len(wire); j, i = j+1, i+1 {
+			c := wire[i]
+			switch {
+			case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+				b = append(b, c)
+			default:
+				b = append(b, '\\', '0'+c/100, '0'+c/10%10, '0'+c%10)
+			}
+		}
+		b = append(b, '.')
+	}
+	if len(b) == 0 {
+		return "."
+	}
+	return string(b)
 }
 
 // FlowEventType says whether a flow opens or closes.

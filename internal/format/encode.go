@@ -106,6 +106,10 @@ func appendRTTStandard(b []byte, e *events.RTT, st *style) []byte {
 		if e.DNS.Truncated {
 			b = append(b, " TC"...)
 		}
+		if e.DNS.Name != "" {
+			b = append(b, ' ')
+			b = append(b, e.DNS.Name...)
+		}
 	}
 	return append(b, '\n')
 }
@@ -328,7 +332,8 @@ func appendCommonJSON(b []byte, ts int64, f *events.Flow) []byte {
 
 // appendRTTJSON appends an RTT object: ePPing's fields in ePPing's order,
 // then rttscope's own (smoothed_rtt, source, and for DNS samples
-// dns_qtype, dns_rcode, dns_truncated). Minimal output has no counters.
+// dns_qtype, dns_rcode, dns_truncated and with --dns-names dns_name).
+// Minimal output has no counters.
 func appendRTTJSON(b []byte, e *events.RTT, st *style) []byte {
 	b = appendCommonJSON(b, e.Time, &e.Flow)
 	b = append(b, ',')
@@ -358,6 +363,19 @@ func appendRTTJSON(b []byte, e *events.RTT, st *style) []byte {
 		b = e.DNS.AppendRCode(b)
 		b = append(b, "\","...)
 		b = appendBool(b, "dns_truncated", e.DNS.Truncated)
+		if e.DNS.Name != "" {
+			// Presentation format: printable ASCII, whose only
+			// character JSON escapes is the backslash of \DDD.
+			b = append(b, ",\"dns_name\":\""...)
+			for i := 0; i < len(e.DNS.Name); i++ {
+				if c := e.DNS.Name[i]; c == '\\' || c == '"' {
+					b = append(b, '\\', c)
+				} else {
+					b = append(b, c)
+				}
+			}
+			b = append(b, '"')
+		}
 	}
 	return append(b, '}')
 }

@@ -102,7 +102,7 @@ func fixture() []any {
 			DNS: events.DNSInfo{QType: 28, RCode: 3}},
 		&events.RTT{Time: t0 + 72_000_000_000, Flow: dns4, RTT: 9_000_000, MinRTT: 9_000_000, SmoothedRTT: 11_887_500,
 			SentPackets: 2, SentBytes: 142, RecPackets: 2, RecBytes: 1600, Source: events.SourceDNS,
-			DNS: events.DNSInfo{QType: 99, RCode: 11, Truncated: true}},
+			DNS: events.DNSInfo{QType: 99, RCode: 11, Truncated: true, Name: `big\032txt.example.`}},
 		// Stats at exit with BPF run time statistics off.
 		&events.Stats{Time: t0 + 75_000_000_000, Packets: 123500, RTTEvents: 4, FlowEvents: 4,
 			FlowsCreated: 2, FlowsDeleted: 2, TimestampsCreated: 4, TimestampsDeleted: 4,
@@ -466,6 +466,9 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 		want = rttKeys
 		if ev.Source == events.SourceDNS {
 			want = append(append([]string(nil), rttKeys...), "dns_qtype", "dns_rcode", "dns_truncated")
+			if ev.DNS.Name != "" {
+				want = append(want, "dns_name")
+			}
 		}
 	case *events.FlowEvent:
 		want = flowKeys

@@ -31,6 +31,9 @@ type Config struct {
 	// and from the server ports DNSPorts (0: unused slot).
 	TrackDNS bool
 	DNSPorts [DNSPortSlots]uint16
+	// DNSNames reports the question's name with each DNS sample; off, the
+	// programs never read it.
+	DNSNames bool
 	// TrackQUIC reports the end-to-end RTT the QUIC spin bit shows, on
 	// UDP to and from the ports QUICPorts (0: unused slot).
 	TrackQUIC bool
@@ -148,6 +151,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("nothing to track: enable TCP, the TCP handshake, ICMP, DNS and/or QUIC")
 	case c.TrackQUIC && c.QUICPorts == [QUICPortSlots]uint16{}:
 		return fmt.Errorf("QUIC tracking needs at least one QUIC port")
+	case c.DNSNames && !c.TrackDNS:
+		return fmt.Errorf("--dns-names needs --dns")
 	case c.TrackDNS && c.DNSPorts == [DNSPortSlots]uint16{}:
 		return fmt.Errorf("DNS tracking needs at least one DNS port")
 	case c.TCPMode > TCPSequence:

@@ -213,6 +213,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		{v.CfgTrackTcpHandshake, cfg.TrackTCPHandshake},
 		{v.CfgTrackDns, cfg.TrackDNS},
 		{v.CfgDnsPorts, cfg.DNSPorts},
+		{v.CfgDnsNames, cfg.DNSNames},
 		{v.CfgTrackQuic, cfg.TrackQUIC},
 		{v.CfgQuicPorts, cfg.QUICPorts},
 		{v.CfgIncludeSyn, cfg.IncludeSYN},

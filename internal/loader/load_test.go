@@ -46,10 +46,14 @@ func TestLoadPassesVerifier(t *testing.T) {
 		},
 		"seq-handshake-ts-mode": func(c *Config) { c.TCPMode, c.TrackTCPHandshake = TCPTimestamps, true },
 		"dns-only":              func(c *Config) { c.TrackTCP, c.TrackDNS = false, true },
-		"quic-only":             func(c *Config) { c.TrackTCP, c.TrackQUIC = false, true },
+		"dns-names":             func(c *Config) { c.TrackDNS, c.DNSNames = true, true },
+		"dns-names-replay-aggregate": func(c *Config) {
+			c.TrackDNS, c.DNSNames, c.Replay, c.Aggregate = true, true, true, true
+		},
+		"quic-only": func(c *Config) { c.TrackTCP, c.TrackQUIC = false, true },
 		"dns-all": func(c *Config) {
 			c.TrackDNS, c.TrackICMP, c.TrackTCPHandshake, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true, true
-			c.DNSPorts = [DNSPortSlots]uint16{53, 5353, 853, 8053}
+			c.DNSPorts, c.DNSNames = [DNSPortSlots]uint16{53, 5353, 853, 8053}, true
 			c.TrackQUIC, c.QUICPorts = true, [QUICPortSlots]uint16{443, 8443, 4433, 784}
 		},
 		"dns-replay-aggregate-summary": func(c *Config) {

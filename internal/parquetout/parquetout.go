@@ -44,7 +44,8 @@ const (
 // columns it fills depends on its type (docs/files.md):
 //
 //   - rtt: the flow columns, rtt, min_rtt, smoothed_rtt, match_on_egress,
-//     source, for DNS samples dns_qtype, dns_rcode and dns_truncated, and
+//     source, for DNS samples dns_qtype, dns_rcode, dns_truncated and
+//     (--dns-names) dns_name, and
 //     (without --minimal) the four counters;
 //   - flow_event: the flow columns, flow_event, reason, triggered_by;
 //   - stats, aggregate, flow_summary, anon_key: record, the record's jsonl
@@ -78,6 +79,7 @@ type Row struct {
 	DNSQType      *string `parquet:"dns_qtype,optional,dict,zstd"`
 	DNSRCode      *string `parquet:"dns_rcode,optional,dict,zstd"`
 	DNSTruncated  *bool   `parquet:"dns_truncated,optional,zstd"`
+	DNSName       *string `parquet:"dns_name,optional,dict,zstd"`
 	FlowEvent     *string `parquet:"flow_event,optional,dict,zstd"`
 	Reason        *string `parquet:"reason,optional,dict,zstd"`
 	TriggeredBy   *string `parquet:"triggered_by,optional,dict,zstd"`
@@ -350,6 +352,9 @@ func (w *Writer) WriteRTT(e *events.RTT) error {
 		r.DNSQType = w.dnsText(0, e.DNS.QType, e.DNS.AppendQType)
 		r.DNSRCode = w.dnsText(1, uint16(e.DNS.RCode), e.DNS.AppendRCode)
 		r.DNSTruncated = w.cur.bools.ptr(e.DNS.Truncated)
+		if e.DNS.Name != "" {
+			r.DNSName = ptr(e.DNS.Name)
+		}
 	}
 	if !w.opts.Minimal {
 		r.SentPackets, r.SentBytes = w.cur.u64.ptr(e.SentPackets), w.cur.u64.ptr(e.SentBytes)

@@ -93,6 +93,7 @@ const (
 	RttscopeEventTypeEVENT_TYPE_RTT          RttscopeEventType = 1
 	RttscopeEventTypeEVENT_TYPE_FLOW         RttscopeEventType = 2
 	RttscopeEventTypeEVENT_TYPE_FLOW_SUMMARY RttscopeEventType = 3
+	RttscopeEventTypeEVENT_TYPE_RTT_NAMED    RttscopeEventType = 4
 )
 
 type RttscopeFlowEvent struct {
@@ -255,6 +256,14 @@ type RttscopeRttEvent struct {
 	Reserved2     uint32
 }
 
+type RttscopeRttNamedEvent struct {
+	_        structs.HostLayout
+	Rtt      RttscopeRttEvent
+	NameLen  uint16
+	Reserved [6]uint8
+	Name     [256]uint8
+}
+
 type RttscopeRttSource uint32
 
 const (
@@ -275,6 +284,7 @@ const (
 	RttscopeMapAggMap1                    = "agg_map1"
 	RttscopeMapAggZero                    = "agg_zero"
 	RttscopeMapCounters                   = "counters"
+	RttscopeMapDnsNames                   = "dns_names"
 	RttscopeMapEvents                     = "events"
 	RttscopeMapFlowMap                    = "flow_map"
 	RttscopeMapFlowRing                   = "flow_ring"
@@ -300,6 +310,7 @@ const (
 	RttscopeVarCfgAggPrefixV6             = "cfg_agg_prefix_v6"
 	RttscopeVarCfgAggReverse              = "cfg_agg_reverse"
 	RttscopeVarCfgAggregate               = "cfg_aggregate"
+	RttscopeVarCfgDnsNames                = "cfg_dns_names"
 	RttscopeVarCfgDnsPorts                = "cfg_dns_ports"
 	RttscopeVarCfgFlowSummary             = "cfg_flow_summary"
 	RttscopeVarCfgHaveL3Ifaces            = "cfg_have_l3_ifaces"
@@ -384,6 +395,7 @@ type RttscopeMapSpecs struct {
 	AggMap1        *ebpf.MapSpec `ebpf:"agg_map1"`
 	AggZero        *ebpf.MapSpec `ebpf:"agg_zero"`
 	Counters       *ebpf.MapSpec `ebpf:"counters"`
+	DnsNames       *ebpf.MapSpec `ebpf:"dns_names"`
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	FlowMap        *ebpf.MapSpec `ebpf:"flow_map"`
 	FlowRing       *ebpf.MapSpec `ebpf:"flow_ring"`
@@ -406,6 +418,7 @@ type RttscopeVariableSpecs struct {
 	CfgAggPrefixV6        *ebpf.VariableSpec `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.VariableSpec `ebpf:"cfg_agg_reverse"`
 	CfgAggregate          *ebpf.VariableSpec `ebpf:"cfg_aggregate"`
+	CfgDnsNames           *ebpf.VariableSpec `ebpf:"cfg_dns_names"`
 	CfgDnsPorts           *ebpf.VariableSpec `ebpf:"cfg_dns_ports"`
 	CfgFlowSummary        *ebpf.VariableSpec `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.VariableSpec `ebpf:"cfg_have_l3_ifaces"`
@@ -453,6 +466,7 @@ type RttscopeMaps struct {
 	AggMap1        *ebpf.Map `ebpf:"agg_map1"`
 	AggZero        *ebpf.Map `ebpf:"agg_zero"`
 	Counters       *ebpf.Map `ebpf:"counters"`
+	DnsNames       *ebpf.Map `ebpf:"dns_names"`
 	Events         *ebpf.Map `ebpf:"events"`
 	FlowMap        *ebpf.Map `ebpf:"flow_map"`
 	FlowRing       *ebpf.Map `ebpf:"flow_ring"`
@@ -472,6 +486,7 @@ func (m *RttscopeMaps) Close() error {
 		m.AggMap1,
 		m.AggZero,
 		m.Counters,
+		m.DnsNames,
 		m.Events,
 		m.FlowMap,
 		m.FlowRing,
@@ -495,6 +510,7 @@ type RttscopeVariables struct {
 	CfgAggPrefixV6        *ebpf.Variable `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.Variable `ebpf:"cfg_agg_reverse"`
 	CfgAggregate          *ebpf.Variable `ebpf:"cfg_aggregate"`
+	CfgDnsNames           *ebpf.Variable `ebpf:"cfg_dns_names"`
 	CfgDnsPorts           *ebpf.Variable `ebpf:"cfg_dns_ports"`
 	CfgFlowSummary        *ebpf.Variable `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.Variable `ebpf:"cfg_have_l3_ifaces"`

@@ -205,3 +205,35 @@ func TestDNSOverTCP(t *testing.T) {
 		})
 	}
 }
+
+// TestDNSNames: with --dns-names the response's question name comes with
+// the sample, escaped where it is not a plain hostname byte; without it,
+// no name (the programs never read it).
+func TestDNSNames(t *testing.T) {
+	p := dnsPath4
+	for _, names := range []bool{true, false} {
+		cfg := dnsConfig()
+		cfg.DNSNames = names
+		h := newHarness(t, cfg)
+		long := strings.Repeat("abcdefghij.", 20) + "example" // 218 bytes on the wire
+		for i, name := range []string{"www.example.com", "we ird.exa\"mple", long} {
+			at := int64(i) * 10 * ms
+			h.feed(p.dnsUDP(true, dnsMsg{id: uint16(i), name: name, qtype: 1}), t0+at, true)
+			h.feed(p.dnsUDP(false, dnsMsg{id: uint16(i), response: true, name: name, qtype: 1}), t0+at+ms, false)
+		}
+		want := []string{"www.example.com.", `we\032ird.exa\034mple.`, long + "."}
+		got := h.takeRTTs()
+		if len(got) != len(want) {
+			t.Fatalf("names=%v: %d samples, want %d", names, len(got), len(want))
+		}
+		for i, r := range got {
+			w := want[i]
+			if !names {
+				w = ""
+			}
+			if r.DNS.Name != w || r.DNS.QType != 1 {
+				t.Errorf("names=%v: sample %d: name %q qtype %d, want %q", names, i, r.DNS.Name, r.DNS.QType, w)
+			}
+		}
+	}
+}

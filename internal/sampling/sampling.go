@@ -96,6 +96,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, keep func(name string) bool) {
 	all.Var(flagval.Choice(&c.TCPMode, loader.TCPModeNames, []loader.TCPMode{loader.TCPAuto, loader.TCPTimestamps, loader.TCPSequence}),
 		"tcp-mode", "where TCP samples come from: ts (timestamp option, as ePPing), seq (sequence and ACK numbers, Karn's rule) or auto (timestamps where a segment has the option, sequence numbers where it does not)")
 	all.Var(flagval.NewPorts(c.DNSPorts[:]), "dns-ports", "server ports of --dns, comma-separated (at most 4)")
+	all.BoolVar(&c.DNSNames, "dns-names", c.DNSNames, "with --dns, also report the question's name (off: names are never read; they are personal data, see docs/privacy.md)")
 	all.Var(flagval.NewPorts(c.QUICPorts[:]), "quic-ports", "UDP ports of --quic, comma-separated (at most 4)")
 	all.BoolVarP(&c.IncludeSYN, "include-syn", "s", c.IncludeSYN, "also timestamp SYNs, so handshakes open flows and give samples (can fill state under SYN floods)")
 	all.BoolVarP(&c.IncludeLocal, "include-local", "l", c.IncludeLocal, "also timestamp packets addressed to this host, giving samples of its own response time (matched on egress)")

@@ -49,7 +49,7 @@ func TestDefaults(t *testing.T) {
 func TestEveryFlagSetsSomething(t *testing.T) {
 	args := map[string]string{
 		"rate-limit": "7", "rtt-rate": "2", "rtt-type": "smoothed", "tcp": "true", "icmp": "true",
-		"tcp-mode": "seq", "tcp-handshake": "true", "dns": "true", "dns-ports": "53,5353",
+		"tcp-mode": "seq", "tcp-handshake": "true", "dns": "true", "dns-ports": "53,5353", "dns-names": "true",
 		"quic": "true", "quic-ports": "443,8443",
 		"include-syn": "true", "include-local": "true", "tcp-flow-timeout": "7s", "icmp-flow-timeout": "7s",
 		"timestamp-timeout": "7s", "flow-map-size": "7", "timestamp-map-size": "7", "ringbuf-size": "8192",
