@@ -44,6 +44,9 @@ const (
 	// CaseUDPOther is a UDP datagram to another port with --dns on:
 	// what the DNS source adds to UDP traffic that is not DNS.
 	CaseUDPOther = "udp-other+dns"
+	// CaseQUICShort is a 1-RTT QUIC packet (short header) with --quic,
+	// repeated: the same spin value, no edge (the steady state).
+	CaseQUICShort = "quic-short+quic"
 	// CaseHandshakeOn is tcp-data-ts on programs loaded with
 	// --tcp-handshake: what the handshake source adds to the timestamp
 	// path (the ACK check of every segment).
@@ -224,6 +227,7 @@ func TestRunConfig() loader.Config {
 var sourceConfigs = map[string]func(*loader.Config){
 	"handshake": func(c *loader.Config) { c.TrackTCPHandshake = true },
 	"dns":       func(c *loader.Config) { c.TrackDNS = true },
+	"quic":      func(c *loader.Config) { c.TrackQUIC = true },
 }
 
 // extraCases run on the egress program of one of sourceConfigs, with the
@@ -235,6 +239,11 @@ var extraCases = []struct {
 	{CaseHandshakeOn, "handshake", func() ([]byte, error) {
 		return tcpFrame(benchClient4, benchServer4, portRepeat, serverPort, nil,
 			pktcraft.TCP{ACK: true, PSH: true, Seq: 1, Ack: 1, Window: 502, TSval: dataTSval, TSecr: 500, Payload: payload(mssPayload4)})
+	}},
+	{CaseQUICShort, "quic", func() ([]byte, error) {
+		pl := append([]byte{0x40 | 0x20 | 0x03, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 1}, payload(1200)...)
+		return pktcraft.Packet{Src: benchClient4, Dst: benchServer4, DF: true,
+			UDP: &pktcraft.UDP{SrcPort: portDNS, DstPort: 443, Payload: pl}}.Bytes()
 	}},
 	{CaseUDPOther, "dns", func() ([]byte, error) {
 		return pktcraft.Packet{Src: benchClient4, Dst: benchServer4, DF: true,
