@@ -92,26 +92,6 @@ struct dns_name {
 	__u8 name[DNS_NAME_MAX];
 };
 
-/* Copies len bytes of name at byte off into buf. Global: verified once
- * (a struct pointer, so the verifier knows the buffer's size). */
-#define DEFINE_DNS_COPY_NAME(fn, ctx_type, load)               \
-	__noinline int fn(ctx_type *ctx, __u32 off, __u32 len, \
-			  struct dns_name *buf)                \
-	{                                                      \
-		if (!buf)                                      \
-			return -1;                             \
-		/* 1..DNS_NAME_MAX - 1 for the verifier */     \
-		len &= DNS_NAME_MAX - 1;                       \
-		if (len == 0)                                  \
-			return -1;                             \
-		return load(ctx, off, buf->name, len);         \
-	}
-
-DEFINE_DNS_QTYPE(dns_qtype_skb, struct __sk_buff, bpf_skb_load_bytes)
-DEFINE_DNS_QTYPE(dns_qtype_xdp, struct xdp_md, bpf_xdp_load_bytes)
-DEFINE_DNS_COPY_NAME(dns_copy_name_skb, struct __sk_buff, bpf_skb_load_bytes)
-DEFINE_DNS_COPY_NAME(dns_copy_name_xdp, struct xdp_md, bpf_xdp_load_bytes)
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
@@ -119,13 +99,37 @@ struct {
 	__uint(max_entries, 1);
 } dns_names SEC(".maps");
 
+/* Copies len bytes of name at byte off into dns_names. Global: verified
+ * once, and its stack is not the data path's (older verifiers limit the
+ * whole call chain of the batched replay to 512 bytes). */
+#define DEFINE_DNS_COPY_NAME(fn, ctx_type, load)                         \
+	__noinline int fn(ctx_type *ctx, __u32 off, __u32 len)           \
+	{                                                                \
+		struct dns_name *n;                                      \
+		__u32 zero = 0;                                          \
+                                                                         \
+		if (len == 0 || len >= DNS_NAME_MAX)                     \
+			return -1;                                       \
+		n = bpf_map_lookup_elem(&dns_names, &zero);              \
+		if (!n)                                                  \
+			return -1;                                       \
+		/* 1..DNS_NAME_MAX in a form older verifiers (6.1)     \
+		 * see: a masked value plus one. */ \
+		len = ((len - 1) & (DNS_NAME_MAX - 1)) + 1;              \
+		return load(ctx, off, n->name, len);                     \
+	}
+
+DEFINE_DNS_QTYPE(dns_qtype_skb, struct __sk_buff, bpf_skb_load_bytes)
+DEFINE_DNS_QTYPE(dns_qtype_xdp, struct xdp_md, bpf_xdp_load_bytes)
+DEFINE_DNS_COPY_NAME(dns_copy_name_skb, struct __sk_buff, bpf_skb_load_bytes)
+DEFINE_DNS_COPY_NAME(dns_copy_name_xdp, struct xdp_md, bpf_xdp_load_bytes)
+
 /* Reads the question at byte off: its type, and with --dns-names its
  * name (into dns_names). */
 static __always_inline void dns_question(struct parsing_context *pctx,
 					 __u32 off, struct packet_info *p)
 {
-	struct dns_name *n;
-	__u32 zero = 0, len;
+	__u32 len;
 	int ret;
 
 	if (pctx->is_xdp)
@@ -136,13 +140,10 @@ static __always_inline void dns_question(struct parsing_context *pctx,
 	len = (ret >> 16) & (DNS_NAME_MAX - 1);
 	if (!cfg_dns_names || !len)
 		return;
-	n = bpf_map_lookup_elem(&dns_names, &zero);
-	if (!n)
-		return;
 	if (pctx->is_xdp)
-		ret = dns_copy_name_xdp(pctx->ctx, off, len, n);
+		ret = dns_copy_name_xdp(pctx->ctx, off, len);
 	else
-		ret = dns_copy_name_skb(pctx->ctx, off, len, n);
+		ret = dns_copy_name_skb(pctx->ctx, off, len);
 	if (ret == 0)
 		p->dns.name_len = len;
 }
@@ -221,39 +222,35 @@ static __always_inline int parse_dns_tcp(struct parsing_context *pctx,
 }
 
 /* After the flow lookup: a query whose id is already outstanding on this
- * tuple drops that timing (retransmission or duplicate id); a response
- * that answers nothing is counted. */
+ * tuple drops that timing (retransmission or duplicate id). (A response
+ * that answers nothing is counted where the lookup misses: match_packet,
+ * or dns_without_flow.) */
 static __always_inline void dns_on_flow(struct packet_info *p,
 					struct flow_dir_state *snd)
 {
-	struct packet_id rid = {};
+	if (!p->pid_valid || p->pid.flow.reserved != RTT_SOURCE_DNS)
+		return;
+	if (bpf_map_delete_elem(&ts_map, &p->pid) == 0) {
+		if (snd->outstanding)
+			__sync_fetch_and_add(&snd->outstanding, -1);
+		count(COUNTER_TS_DELETED);
+		count(COUNTER_DNS_DUPLICATE_QUERIES);
+		p->pid_valid = false;
+	}
+}
 
-	if (p->pid_valid && p->pid.flow.reserved == RTT_SOURCE_DNS) {
-		if (bpf_map_delete_elem(&ts_map, &p->pid) == 0) {
-			if (snd->outstanding)
-				__sync_fetch_and_add(&snd->outstanding, -1);
-			count(COUNTER_TS_DELETED);
-			count(COUNTER_DNS_DUPLICATE_QUERIES);
-			p->pid_valid = false;
-		}
-		return;
-	}
-	if (!p->reply_valid || p->reply_source != RTT_SOURCE_DNS)
-		return;
-	reverse_tuple(&p->pid.flow, &rid.flow);
-	rid.flow.reserved = RTT_SOURCE_DNS;
-	rid.identifier = p->reply_id;
-	if (!bpf_map_lookup_elem(&ts_map, &rid)) {
+/* A DNS response whose query is not outstanding: counted. */
+static __always_inline void dns_unmatched(struct packet_info *p)
+{
+	if (cfg_track_dns && p->reply_source == RTT_SOURCE_DNS)
 		count(COUNTER_DNS_UNMATCHED_RESPONSES);
-		p->reply_valid = false;
-	}
 }
 
 /* A packet of no known flow: a DNS response there answers nothing. */
 static __always_inline void dns_without_flow(struct packet_info *p)
 {
-	if (p->reply_valid && p->reply_source == RTT_SOURCE_DNS)
-		count(COUNTER_DNS_UNMATCHED_RESPONSES);
+	if (p->reply_valid)
+		dns_unmatched(p);
 }
 
 #endif /* RTTSCOPE_ID_DNS_H */

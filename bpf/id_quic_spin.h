@@ -77,10 +77,11 @@ static __always_inline int parse_quic(struct parsing_context *pctx,
 	return 0;
 }
 
-/* Runs on every packet of the flow; returns the RTT sample an edge of
- * this direction gives, or 0. s is the sender's half. */
-static __always_inline __u64 quic_spin_on_flow(struct packet_info *p,
-					       struct quic_spin_dir *s)
+/* Runs on every packet of the flow; returns whether an edge of this
+ * direction gives a sample, left in p->quic.sample. s is the sender's
+ * half. */
+static __always_inline bool quic_spin_on_flow(struct packet_info *p,
+					      struct quic_spin_dir *s)
 {
 	__u64 now, interval;
 	__u32 est, sample;
@@ -132,7 +133,8 @@ static __always_inline __u64 quic_spin_on_flow(struct packet_info *p,
 	}
 	if (!(s->flags & QUIC_SPIN_VALID))
 		return 0;
-	return interval;
+	p->quic.sample = interval;
+	return 1;
 }
 
 #endif /* RTTSCOPE_ID_QUIC_SPIN_H */

@@ -48,11 +48,14 @@ struct dns_info {
 	__u8 kind; /* SRC_INFO_DNS */
 };
 
-/* A QUIC packet: its header form and spin bit. */
+/* A QUIC packet: its header form and spin bit, and the sample its edge
+ * gives (the flow hook's result, kept here rather than on the stack). */
 struct quic_info {
+	__u64 sample;
 	__u8 short_hdr; /* a 1-RTT packet: spin is valid */
 	__u8 spin;
-	__u8 reserved[13];
+	__u8 side; /* the sender's half of the flow, for the sample */
+	__u8 reserved[4];
 	__u8 kind; /* SRC_INFO_QUIC */
 };
 

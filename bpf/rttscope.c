@@ -143,10 +143,9 @@ static __always_inline void send_flow_event(struct packet_info *p,
 
 /* orig sent the timestamped packet, rec (the reply's sender) received it. */
 /* A DNS sample with the question's name (--dns-names, id_dns.h). */
-static __always_inline void send_dns_named_event(struct packet_info *p,
-						 struct flow_dir_state *orig,
-						 struct flow_dir_state *rec,
-						 __u64 rtt);
+__noinline int send_dns_named_event(struct packet_info *p,
+				    struct flow_dir_state *orig,
+				    struct flow_dir_state *rec, __u64 rtt);
 
 static __always_inline void fill_rtt_event(struct rtt_event *e,
 					   struct packet_info *p,
@@ -205,22 +204,24 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 	count(COUNTER_RTT_EVENTS);
 }
 
-static __always_inline void send_dns_named_event(struct packet_info *p,
-						 struct flow_dir_state *orig,
-						 struct flow_dir_state *rec,
-						 __u64 rtt)
+/* Global: verified once, its stack apart from the data path's. */
+__noinline int send_dns_named_event(struct packet_info *p,
+				    struct flow_dir_state *orig,
+				    struct flow_dir_state *rec, __u64 rtt)
 {
 	struct rtt_named_event *e;
 	struct dns_name *n;
 	__u32 zero = 0;
 
+	if (!p || !orig || !rec)
+		return 0;
 	n = bpf_map_lookup_elem(&dns_names, &zero);
 	if (!n)
-		return;
+		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(COUNTER_RINGBUF_FULL);
-		return;
+		return 0;
 	}
 	fill_rtt_event(&e->rtt, p, orig, rec, rtt);
 	e->rtt.event_type = EVENT_TYPE_RTT_NAMED;
@@ -229,6 +230,7 @@ static __always_inline void send_dns_named_event(struct packet_info *p,
 	__builtin_memcpy(e->name, n->name, sizeof(e->name));
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_RTT_EVENTS);
+	return 0;
 }
 
 /* Looks up the flow of a packet, creating it when the packet may open one.
@@ -358,6 +360,25 @@ static __always_inline void record_sample(struct packet_info *p,
 		send_rtt_event(p, orig, rec, rtt);
 }
 
+/* record_sample() for the QUIC spin bit: sample p->quic.sample of
+ * p->quic.side's packets. Global, so that its stack (a copy of the key,
+ * which 6.1 wants on the stack for map lookups) is not the data path's:
+ * older verifiers limit the whole call chain of the batched replay to 512
+ * bytes. */
+__noinline int record_quic_sample(struct packet_info *p,
+				  struct network_tuple *key,
+				  struct flow_dir_state *orig,
+				  struct flow_dir_state *rec)
+{
+	struct network_tuple k;
+
+	if (!p || !key || !orig || !rec)
+		return 0;
+	k = *key;
+	record_sample(p, &k, orig, rec, p->quic.side, p->quic.sample);
+	return 0;
+}
+
 static __always_inline void match_packet(struct packet_info *p,
 					 struct network_tuple *key,
 					 struct flow_dir_state *orig,
@@ -367,15 +388,21 @@ static __always_inline void match_packet(struct packet_info *p,
 	struct packet_id rid = {};
 	__u64 *ts, sent;
 
-	if (!p->reply_valid || !orig->outstanding)
+	if (!p->reply_valid)
 		return;
+	if (!orig->outstanding) {
+		dns_unmatched(p);
+		return;
+	}
 
 	reverse_tuple(&p->pid.flow, &rid.flow);
 	rid.flow.reserved = p->reply_source;
 	rid.identifier = p->reply_id;
 	ts = bpf_map_lookup_elem(&ts_map, &rid);
-	if (!ts)
+	if (!ts) {
+		dns_unmatched(p);
 		return;
+	}
 	sent = *ts;
 	packet_time(p);
 	/* Whoever deletes the entry owns the sample: each identifier is
@@ -424,7 +451,6 @@ static __always_inline void handle_packet(void *ctx,
 	struct flow_state *fs;
 	bool new_flow = false;
 	__u32 side, self;
-	__u64 rtt;
 	int ret;
 
 	count(COUNTER_PACKETS);
@@ -460,12 +486,11 @@ static __always_inline void handle_packet(void *ctx,
 					self ? side : side ^ 1);
 		if (cfg_track_dns && p.dns.kind == SRC_INFO_DNS)
 			dns_on_flow(&p, snd);
-		if (cfg_track_quic && p.quic.kind == SRC_INFO_QUIC) {
-			rtt = quic_spin_on_flow(&p, &fs->spin[side]);
-			if (rtt)
-				record_sample(&p, &key, snd,
-					      self ? snd : &fs->dir[side ^ 1],
-					      side, rtt);
+		if (cfg_track_quic && p.quic.kind == SRC_INFO_QUIC &&
+		    quic_spin_on_flow(&p, &fs->spin[side])) {
+			p.quic.side = side;
+			record_quic_sample(&p, &key, snd,
+					   self ? snd : &fs->dir[side ^ 1]);
 		}
 		timestamp_packet(ctx, &p, snd, new_flow);
 		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
@@ -605,32 +630,39 @@ __noinline int replay_last(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	struct parsing_context pctx = {.ctx = ctx, .is_xdp = true};
-	struct replay_trailer *tr, t;
-	__u32 size = end - data, off;
+	struct replay_trailer *tr;
+	__u32 size = end - data, off, len;
+	__u64 tstamp;
+	bool egress;
 
-	if (size <= REPLAY_PAD + sizeof(t))
+	if (size <= REPLAY_PAD + sizeof(*tr))
 		return 1;
-	off = size - sizeof(t);
+	off = size - sizeof(*tr);
 	if (off > REPLAY_MAX_BUF)
 		return -1;
 	tr = data + off;
 	if ((void *)(tr + 1) > end)
 		return -1;
-	t = *tr;
-	if (t.len < ETH_HLEN_BYTES || t.len > off - REPLAY_PAD)
+	/* Scalars, not a stack copy of the trailer: this frame, with
+	 * handle_packet's, and the deepest global function it calls must fit
+	 * older verifiers' 512-byte limit for the whole call chain (6.1). */
+	tstamp = tr->tstamp;
+	len = tr->len;
+	egress = tr->egress != 0;
+	if (len < ETH_HLEN_BYTES || len > off - REPLAY_PAD)
 		return -1;
-	off -= t.len; /* start of the frame */
-	if (bpf_xdp_adjust_tail(ctx, -(int)sizeof(t)) ||
+	off -= len; /* start of the frame */
+	if (bpf_xdp_adjust_tail(ctx, -(int)sizeof(*tr)) ||
 	    bpf_xdp_adjust_head(ctx, off))
 		return -1;
 
 	pctx.data = (void *)(long)ctx->data;
 	pctx.data_end = (void *)(long)ctx->data_end;
-	replay_now = t.tstamp;
-	handle_packet(ctx, &pctx, t.egress != 0, t.tstamp);
+	replay_now = tstamp;
+	handle_packet(ctx, &pctx, egress, tstamp);
 
 	if (bpf_xdp_adjust_head(ctx, -(int)off) ||
-	    bpf_xdp_adjust_tail(ctx, -(int)t.len))
+	    bpf_xdp_adjust_tail(ctx, -(int)len))
 		return -1;
 	return 0;
 }
