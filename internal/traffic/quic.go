@@ -41,7 +41,7 @@ func writeQUICPeer() (string, error) {
 	}
 	if _, err := f.Write(quicPeer); err != nil {
 		f.Close()
-		os.Remove(f.Name())
+		_ = os.Remove(f.Name()) // best effort: the write error is what matters
 		return "", err
 	}
 	return f.Name(), f.Close()
@@ -60,25 +60,24 @@ func StartQUICServer(node *lab.Node, addr netip.Addr, port uint16) (stop func() 
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		cancel()
-		os.Remove(script)
+		_ = os.Remove(script) // best effort: the start error is what matters
 		return nil, err
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		cancel()
-		os.Remove(script)
+		_ = os.Remove(script) // best effort: the start error is what matters
 		return nil, fmt.Errorf("start the QUIC server: %w", err)
 	}
 	stop = func() error {
 		cancel()
 		err := cmd.Wait()
-		os.Remove(script)
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return nil // killed, as asked
+			err = nil // killed, as asked
 		}
-		return err
+		return errors.Join(err, os.Remove(script))
 	}
 	ready := make(chan bool, 1)
 	go func() {
@@ -106,7 +105,7 @@ func QUICBulk(ctx context.Context, client *lab.Node, dst netip.AddrPort, d time.
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(script)
+	defer func() { _ = os.Remove(script) }() // a temporary file: best effort
 	out, err := client.Command(ctx, "python3", script, "client", dst.Addr().String(), strconv.Itoa(int(dst.Port())),
 		strconv.FormatFloat(d.Seconds(), 'f', 3, 64)).CombinedOutput()
 	if err != nil {
