@@ -1,15 +1,11 @@
 package monitor
 
 import (
-	"context"
-	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/stats"
-	"github.com/rttscope/rttscope/internal/traffic"
 )
 
 // TestLabTCPWithoutTimestamps: with TCP timestamps off on the client
@@ -38,44 +34,13 @@ func TestLabTCPWithoutTimestamps(t *testing.T) {
 		}
 	})
 	const port = 5202
-	for i, s := range l.Servers {
-		for _, a := range []netip.Addr{l.ServerAddr4[i], l.ServerAddr6[i]} {
-			sk, err := traffic.NewSink(s, a, port)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { sk.Close() })
-		}
-	}
-	var base []*pingTarget
-	for i := range l.Servers {
-		base = append(base, &pingTarget{dst: l.ServerAddr4[i], id: uint16(0x4400 + i)})
-	}
-	pingAll(l, base, 10, 30*time.Millisecond)
+	sinkOnEveryServer(t, l, port)
+	base := basePings(l, 0x4400)
 
 	cfg := bpfConfig(true, false, 0) // --tcp-mode auto, the default
 	cfg.TrackTCPHandshake = true
 	r := startMonitor(t, Options{Interfaces: l.MiddleboxServerIf, Netns: l.Middlebox.Name, BPF: cfg})
-	const dur, pacing = 3 * time.Second, 15_000_000
-	type flow struct {
-		path int
-		dst  netip.Addr
-		res  traffic.BulkResult
-		err  error
-	}
-	var flows []*flow
-	for i := range l.Servers {
-		flows = append(flows, &flow{path: i, dst: l.ServerAddr4[i]}, &flow{path: i, dst: l.ServerAddr6[i]})
-	}
-	var wg sync.WaitGroup
-	for _, f := range flows {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), dur+20*time.Second)
-			defer cancel()
-			f.res, f.err = traffic.BulkStats(ctx, l.Client, netip.AddrPortFrom(f.dst, port), dur, pacing)
-		})
-	}
-	wg.Wait()
+	flows := bulkToEveryServer(l, port)
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -107,13 +72,7 @@ func TestLabTCPWithoutTimestamps(t *testing.T) {
 			t.Errorf("bulk to %s: %d tcp_seq samples (want >= 20), %d SYN -> SYN-ACK samples (want 1)", f.dst, len(seq), len(syn))
 			continue
 		}
-		conf := sharedRTT[f.path]
-		var baseRTT time.Duration
-		if b := base[f.path]; b.err == nil && len(b.replies) > 0 {
-			baseRTT = max(0, stats.Median(pingRTTs(b.replies))-conf)
-		} else {
-			t.Errorf("base ping of path %d: %v (%d replies)", f.path, b.err, len(b.replies))
-		}
+		conf, baseRTT := sharedRTT[f.path], baseRTT(t, base, f.path)
 		want := conf + baseRTT
 		got := stats.Median(sampleRTTs(seq))
 		t.Logf("path %d %s: %d bytes acked, %d retransmits, kernel srtt %v; %d tcp_seq samples, median %s, min %s; handshake %s; configured %v + base %s = %s",

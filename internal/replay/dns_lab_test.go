@@ -8,7 +8,6 @@ package replay_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"net/netip"
 	"os/exec"
@@ -21,7 +20,6 @@ import (
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
-	"github.com/rttscope/rttscope/internal/monitor"
 	"github.com/rttscope/rttscope/internal/replay"
 	"github.com/rttscope/rttscope/internal/stats"
 	"github.com/rttscope/rttscope/internal/testutil"
@@ -61,21 +59,10 @@ func TestLabDNS(t *testing.T) {
 			t.Skipf("skipped: %s not installed (scripts/setup.sh installs it)", tool)
 		}
 	}
-	if removed, err := lab.CleanupStale(); len(removed) > 0 || err != nil {
-		t.Logf("removed stale lab namespaces %v (%v)", removed, err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const rtt = 20 * time.Millisecond
-	l, err := lab.New(ctx, lab.Config{Prefix: "rtt-dns", Paths: []lab.PathSpec{{DelayToServer: rtt / 2, DelayToClient: rtt / 2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("lab: %v", err)
-		}
-	})
+	l := labFor(ctx, t, "rtt-dns", lab.PathSpec{DelayToServer: rtt / 2, DelayToClient: rtt / 2})
 	dir := t.TempDir()
 	servers := []netip.Addr{l.ServerAddr4[0], l.ServerAddr6[0]}
 	startDnsmasq(t, l.Servers[0], dir, servers)
@@ -87,24 +74,7 @@ func TestLabDNS(t *testing.T) {
 	cfg := loader.DefaultConfig()
 	cfg.TrackTCP, cfg.TrackDNS, cfg.TrackICMP, cfg.RateLimit = false, true, true, 0
 	cfg.DNSNames = true
-	live := &liveCollector{}
-	attached := make(chan struct{})
-	monCtx, stopMon := context.WithCancel(ctx)
-	monDone := make(chan error, 1)
-	go func() {
-		monDone <- monitor.Run(monCtx, monitor.Options{
-			Interfaces: []string{ifname}, Netns: l.Middlebox.Name, BPF: cfg,
-			CleanupInterval: time.Second, Output: live, Log: io.Discard,
-			OnAttached: func() { close(attached) },
-		})
-	}()
-	select {
-	case <-attached:
-	case err := <-monDone:
-		t.Fatalf("monitor ended before attaching: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("monitor not attached after 20s")
-	}
+	live, stopMon := startLiveMonitor(ctx, t, l, ifname, cfg)
 
 	// The path's RTT as the monitor sees it (ICMP echo, the same vantage
 	// point), then the queries, one after the other.
@@ -124,9 +94,6 @@ func TestLabDNS(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	stopMon()
-	if err := <-monDone; err != nil {
-		t.Fatalf("monitor: %v", err)
-	}
 	if dropped := stopCapture(); dropped > 0 {
 		t.Logf("capture lost %d packets", dropped)
 	}

@@ -7,7 +7,6 @@ package replay_test
 
 import (
 	"context"
-	"io"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/loader"
-	"github.com/rttscope/rttscope/internal/monitor"
 	"github.com/rttscope/rttscope/internal/replay"
 	"github.com/rttscope/rttscope/internal/stats"
 	"github.com/rttscope/rttscope/internal/testutil"
@@ -49,21 +47,10 @@ func TestLabQUICSpin(t *testing.T) {
 	if err := traffic.QUICAvailable(); err != nil {
 		t.Skipf("skipped: %v", err)
 	}
-	if removed, err := lab.CleanupStale(); len(removed) > 0 || err != nil {
-		t.Logf("removed stale lab namespaces %v (%v)", removed, err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const rtt = 40 * time.Millisecond
-	l, err := lab.New(ctx, lab.Config{Prefix: "rtt-qs", Paths: []lab.PathSpec{{DelayToServer: rtt / 2, DelayToClient: rtt / 2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("lab: %v", err)
-		}
-	})
+	l := labFor(ctx, t, "rtt-qs", lab.PathSpec{DelayToServer: rtt / 2, DelayToClient: rtt / 2})
 	const port = 443
 	servers := []netip.Addr{l.ServerAddr4[0], l.ServerAddr6[0]}
 	for _, a := range servers {
@@ -84,24 +71,7 @@ func TestLabQUICSpin(t *testing.T) {
 
 	cfg := loader.DefaultConfig()
 	cfg.TrackTCP, cfg.TrackQUIC, cfg.TrackICMP, cfg.RateLimit = false, true, true, 0
-	live := &liveCollector{}
-	attached := make(chan struct{})
-	monCtx, stopMon := context.WithCancel(ctx)
-	monDone := make(chan error, 1)
-	go func() {
-		monDone <- monitor.Run(monCtx, monitor.Options{
-			Interfaces: []string{ifname}, Netns: l.Middlebox.Name, BPF: cfg,
-			CleanupInterval: time.Second, Output: live, Log: io.Discard,
-			OnAttached: func() { close(attached) },
-		})
-	}()
-	select {
-	case <-attached:
-	case err := <-monDone:
-		t.Fatalf("monitor ended before attaching: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("monitor not attached after 20s")
-	}
+	live, stopMon := startLiveMonitor(ctx, t, l, ifname, cfg)
 	if out, err := l.Client.Command(ctx, "ping", "-n", "-c", "10", "-i", "0.05", l.ServerAddr4[0].String()).CombinedOutput(); err != nil {
 		t.Fatalf("ping: %v\n%s", err, out)
 	}
@@ -114,9 +84,6 @@ func TestLabQUICSpin(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	stopMon()
-	if err := <-monDone; err != nil {
-		t.Fatalf("monitor: %v", err)
-	}
 	if dropped := stopCapture(); dropped > 0 {
 		t.Skipf("skipped: the capture lost %d packets (machine loaded)", dropped)
 	}

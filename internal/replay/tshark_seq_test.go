@@ -129,22 +129,10 @@ func TestTsharkSeqOracle(t *testing.T) {
 			t.Skipf("skipped: %s not installed (scripts/setup.sh installs it)", tool)
 		}
 	}
-	if removed, err := lab.CleanupStale(); len(removed) > 0 || err != nil {
-		t.Logf("removed stale lab namespaces %v (%v)", removed, err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	l, err := lab.New(ctx, lab.Config{Prefix: "rtt-sq", Paths: []lab.PathSpec{{
-		DelayToServer: 10 * time.Millisecond, DelayToClient: 10 * time.Millisecond,
-		RateBitsPerSec: 20_000_000, QueuePackets: 40}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("lab: %v", err)
-		}
-	})
+	l := labFor(ctx, t, "rtt-sq", lab.PathSpec{DelayToServer: 10 * time.Millisecond, DelayToClient: 10 * time.Millisecond,
+		RateBitsPerSec: 20_000_000, QueuePackets: 40})
 	if err := l.Client.SetSysctl("net.ipv4.tcp_timestamps", "0"); err != nil {
 		t.Fatal(err)
 	}
