@@ -101,7 +101,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, keep func(name string) bool) {
 	all.BoolVarP(&c.IncludeSYN, "include-syn", "s", c.IncludeSYN, "also timestamp SYNs, so handshakes open flows and give samples (can fill state under SYN floods)")
 	all.BoolVarP(&c.IncludeLocal, "include-local", "l", c.IncludeLocal, "also timestamp packets addressed to this host, giving samples of its own response time (matched on egress)")
 	all.DurationVar(&c.TCPFlowTimeout, "tcp-flow-timeout", c.TCPFlowTimeout, "forget TCP flows idle this long (reported as closing due to flow timeout)")
-	all.DurationVar(&c.OtherFlowTimeout, "icmp-flow-timeout", c.OtherFlowTimeout, "forget ICMP flows idle this long")
+	all.DurationVar(&c.OtherFlowTimeout, "icmp-flow-timeout", c.OtherFlowTimeout, "forget ICMP and UDP (DNS, QUIC) flows idle this long")
 	all.DurationVar(&c.TimestampTimeout, "timestamp-timeout", c.TimestampTimeout, "drop timestamps not answered within this time")
 	all.Uint32Var(&c.FlowMapSize, "flow-map-size", c.FlowMapSize, "maximum number of concurrent flows tracked in the kernel")
 	all.Uint32Var(&c.TimestampMapSize, "timestamp-map-size", c.TimestampMapSize, "maximum number of outstanding timestamps in the kernel")
