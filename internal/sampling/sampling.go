@@ -134,7 +134,7 @@ func (o *Options) addSourceFlags(fs *pflag.FlagSet) {
 		{"tcp-handshake", "", &o.BPF.TrackTCPHandshake, "report TCP handshake RTTs: SYN to SYN-ACK and SYN-ACK to ACK (SYNs then open flows, which can fill state under SYN floods)"},
 		{"icmp", "C", &o.BPF.TrackICMP, "report ICMP and ICMPv6 echo RTTs"},
 		{"quic", "", &o.BPF.TrackQUIC, "report the end-to-end RTT that the QUIC spin bit shows, from 1-RTT packets (ports: --quic-ports; flows whose bit is constant or random give none)"},
-		{"dns", "", &o.BPF.TrackDNS, "report DNS query -> response times over UDP and TCP, with rcode, query type and TC bit, never the name (server ports: --dns-ports)"},
+		{"dns", "", &o.BPF.TrackDNS, "report DNS query -> response times over UDP and TCP, with rcode, query type and TC bit; the name only with --dns-names (server ports: --dns-ports)"},
 	} {
 		g.on, g.defaults, g.given = append(g.on, s.on), append(g.defaults, *s.on), append(g.given, false)
 		f := fs.VarPF(&sourceFlag{g: g, i: len(g.on) - 1}, s.name, s.short, s.usage)
