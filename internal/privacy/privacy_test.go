@@ -25,6 +25,8 @@ type collect struct {
 	aggs  []events.Aggregate
 	sums  []events.FlowSummary
 	keys  []events.AnonKey
+	pdms  []events.PDM
+	pdmIs []events.PDMInterval
 }
 
 func (c *collect) WriteRTT(e *events.RTT) error {
@@ -44,10 +46,15 @@ func (c *collect) WriteFlowSummary(s *events.FlowSummary) error {
 	return nil
 }
 func (c *collect) WriteAnonKey(k *events.AnonKey) error { c.keys = append(c.keys, *k); return nil }
-func (c *collect) Flush() error                         { return nil }
-func (c *collect) Close() error                         { return nil }
-func (c *collect) Restart(reopen func() error) error    { return reopen() }
-func (c *collect) Capabilities() format.Capability      { return format.All }
+func (c *collect) WritePDM(p *events.PDM) error         { c.pdms = append(c.pdms, *p); return nil }
+func (c *collect) WritePDMInterval(p *events.PDMInterval) error {
+	c.pdmIs = append(c.pdmIs, *p)
+	return nil
+}
+func (c *collect) Flush() error                      { return nil }
+func (c *collect) Close() error                      { return nil }
+func (c *collect) Restart(reopen func() error) error { return reopen() }
+func (c *collect) Capabilities() format.Capability   { return format.All }
 
 const t0 = int64(1_700_000_000_000_000_000)
 
