@@ -73,13 +73,6 @@ func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, er
 		return nil, err
 	}
 	defer func() { _ = objs.Close() }()
-	// --pdm-report interval: the same programs folding into accumulators
-	// instead of sending events.
-	iobjs, err := Load(Config{MapSize: DefaultMapSize, Lifetime: DefaultLifetime, Report: ReportInterval})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = iobjs.Close() }()
 	var empty probe.EmptyObjects
 	if err := probe.LoadEmptyObjects(&empty, nil); err != nil {
 		return nil, fmt.Errorf("load empty program: %w", err)
@@ -117,8 +110,6 @@ func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, er
 		{"egress_skip_ipv4", objs.PdmTcEgress, v4.MustBytes(), true},
 		{"ingress_pdm_udp", objs.PdmTcIngress, withOpt.MustBytes(), true},
 		{"ingress_no_pdm_udp", objs.PdmTcIngress, rep.MustBytes(), true},
-		{"ingress_pdm_udp_interval", iobjs.PdmTcIngress, withOpt.MustBytes(), true},
-		{"ingress_no_pdm_udp_interval", iobjs.PdmTcIngress, rep.MustBytes(), true},
 	}
 	// Warm-up: state exists, caches are hot.
 	for _, c := range cases {

@@ -11,38 +11,19 @@ import (
 	"time"
 
 	"github.com/rttscope/rttscope/internal/capture"
-	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/format"
+	"github.com/rttscope/rttscope/internal/pdm/pdmtest"
 	"github.com/rttscope/rttscope/internal/probe"
 	"github.com/rttscope/rttscope/internal/testutil"
 )
 
-// readT0 is the capture time of the first packet of readConversation.
-const readT0 = int64(1763900000123456789)
+const readT0 = pdmtest.T0
 
-// readConversation is a UDP exchange between hostA:40000 (which speaks
-// first) and hostB:53, every packet carrying PDM, plus an IPv4 packet and
-// an IPv6 packet without PDM, which give no record.
-func readConversation() (frames []capture.TimedFrame, fromA []bool) {
-	a2b := pktcraft.Packet{Src: hostA, Dst: hostB, UDP: &pktcraft.UDP{SrcPort: 40000, DstPort: 53, Payload: []byte("query")}}
-	b2a := pktcraft.Packet{Src: hostB, Dst: hostA, UDP: &pktcraft.UDP{SrcPort: 53, DstPort: 40000, Payload: []byte("answer")}}
-	v4 := pktcraft.Packet{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), UDP: &pktcraft.UDP{SrcPort: 1, DstPort: 2}}
-	ms := int64(time.Millisecond)
-	add := func(ts int64, a bool, b []byte) {
-		frames = append(frames, capture.TimedFrame{Timestamp: readT0 + ts, Data: b})
-		fromA = append(fromA, a)
-	}
-	add(0, true, withPDM(a2b, 0, 0, 100, 0, 0, 0))
-	add(1*ms, true, v4.MustBytes())
-	add(10*ms, false, withPDM(b2a, 34, 0, 500, 100, 0xE35F, 0))
-	add(20*ms, false, b2a.MustBytes())
-	add(30*ms, true, withPDM(a2b, 35, 36, 101, 500, 0x8000, 0xC000))
-	add(35*ms, false, withPDM(b2a, 24, 36, 501, 101, 0xE8D4, 0xC000))
-	return frames, fromA
-}
+func readConversation() ([]capture.TimedFrame, []bool) { return pdmtest.Conversation() }
 
 func i64(v int64) *int64 { return &v }
 
-// wantRead are the records of readConversation with hostA local, worked
+// wantRead are the records of pdmtest.Conversation with hostA local, worked
 // out by hand: 0xE35F/34 = 999,988.6 ns, 0x8000/35 = 1,125,899.9 ns,
 // 0xC000/36 = 3,377,699.7 ns, 0xE8D4/24 = 999.99 ns (rounded to the ns).
 // Each packet pairs with the last one of the other side whose PSNTP its
@@ -76,7 +57,7 @@ func flipped(recs []Record) []Record {
 func readRecords(t *testing.T, o ReadOptions) ([]Record, ReadSummary) {
 	t.Helper()
 	var buf bytes.Buffer
-	w, err := NewWriter(&buf, "jsonl")
+	w, err := format.New("jsonl", &buf, format.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +72,10 @@ func readRecords(t *testing.T, o ReadOptions) ([]Record, ReadSummary) {
 			continue
 		}
 		var r Record
-		if err := json.Unmarshal(line, &r); err != nil {
+		if err := json.Unmarshal(line, &r); err != nil || r.Type != "pdm" {
 			t.Fatalf("record %q: %v", line, err)
 		}
+		r.Type = ""
 		recs = append(recs, r)
 	}
 	return recs, sum
@@ -167,7 +149,7 @@ func TestReadMatchesPrograms(t *testing.T) {
 			h.ingress(f.Data, uint64(f.Timestamp))
 		}
 		for _, e := range h.events() {
-			r := NewRecord(&e, 0)
+			r := toRecord(t, &e, 0)
 			r.Ifindex = 0
 			want = append(want, r)
 		}
