@@ -18,8 +18,8 @@ import (
 // current one. Not safe for concurrent use.
 type Aggregator struct {
 	cur, next map[tupleKey]*tupleAcc
-	boundary  int64     // records at or after it go to next
-	h         []uint32  // scratch: one distribution's bins, dense
+	boundary  int64    // records at or after it go to next
+	h         []uint32 // scratch: one distribution's bins, dense
 	keys      []tupleKey
 	out       events.PDMInterval
 }
