@@ -22,6 +22,12 @@ type Aggregator struct {
 	h         []uint32 // scratch: one distribution's bins, dense
 	keys      []tupleKey
 	out       events.PDMInterval
+	closedAt  int64 // end of the last interval closed
+	// Late counts records timed before the end of an interval already
+	// closed, folded into the current one instead: none when every
+	// record of an interval is read before it closes (Run waits for the
+	// programs, Read feeds the capture in order).
+	Late uint64
 }
 
 // tupleKey names the sender of the options (Src) and where they were seen.
@@ -57,7 +63,7 @@ func (a *acc) add(d int64) {
 // NewAggregator returns an Aggregator with an empty interval.
 func NewAggregator() *Aggregator {
 	return &Aggregator{cur: map[tupleKey]*tupleAcc{}, next: map[tupleKey]*tupleAcc{},
-		boundary: math.MaxInt64, h: make([]uint32, hist.Bins)}
+		boundary: math.MaxInt64, closedAt: math.MinInt64, h: make([]uint32, hist.Bins)}
 }
 
 // Add folds the delays of p into its 5-tuple's distributions. What is a
@@ -70,6 +76,9 @@ func (a *Aggregator) Add(p *events.PDM) {
 	m := a.cur
 	if p.Time >= a.boundary {
 		m = a.next
+	}
+	if p.Time < a.closedAt {
+		a.Late++
 	}
 	k := tupleKey{flow: p.Flow, egress: p.Egress}
 	t := m[k]
@@ -118,6 +127,7 @@ func (a *Aggregator) Close(start, end int64, fn func(*events.PDMInterval) error)
 	clear(a.cur)
 	a.cur, a.next = a.next, a.cur
 	a.boundary = math.MaxInt64
+	a.closedAt = max(a.closedAt, end)
 	return err
 }
 

@@ -2,15 +2,23 @@ package pdm
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/hist"
 	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/probe"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // intervalRecord and distribution are a pdm_interval record as json/jsonl
@@ -231,4 +239,92 @@ func TestIntervalPassive(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestIntervalBoundaryConsistency: the ingress program runs on every CPU
+// as fast as it can, with the real clock, while the run loop closes
+// intervals every 5 ms (loader.WaitForPrograms, then the ring buffer read
+// to its end): every record submitted is counted in exactly one interval
+// (the DTLR counts over all intervals equal the records the program
+// sent) and none arrives after its interval was written (Late).
+func TestIntervalBoundaryConsistency(t *testing.T) {
+	testutil.RequireRoot(t)
+	objs, err := Load(Config{MapSize: DefaultMapSize, Lifetime: DefaultLifetime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	reply := pktcraft.Packet{Src: hostB, Dst: hostA, UDP: &pktcraft.UDP{SrcPort: 53, DstPort: 5353}}
+	frame := withPDM(reply, 34, 0, 7, 0, 0xE35F, 0) // DTLR 999,989 ns: one sample per run
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	w, _ := format.New("jsonl", &out, format.Options{})
+	var late uint64
+	loopDone := make(chan error, 1)
+	go func() {
+		var err error
+		late, err = objs.loop(ctx, w, 5*time.Millisecond)
+		loopDone <- err
+	}()
+	var runs atomic.Uint64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	workers := max(2, runtime.NumCPU())
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := objs.PdmTcIngress.Run(&ebpf.RunOptions{Data: frame, Repeat: 1}); err != nil {
+					errs <- err
+					return
+				}
+				runs.Add(1)
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	cancel()
+	if err := <-loopDone; err != nil {
+		t.Fatal(err)
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	c, err := objs.ReadCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted uint64
+	intervals := map[int64]bool{}
+	prevEnd := int64(0)
+	for _, l := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
+		var r intervalRecord
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		if r.IntervalStart >= r.Timestamp || r.IntervalStart < prevEnd {
+			t.Errorf("interval [%d, %d) after one ending at %d", r.IntervalStart, r.Timestamp, prevEnd)
+		}
+		prevEnd = r.Timestamp
+		intervals[r.Timestamp] = true
+		counted += r.DTLR.Count
+	}
+	sent := c[probe.PdmPdmCounterPDM_C_EVENTS]
+	if counted != sent || late != 0 || counted == 0 {
+		t.Fatalf("counted %d samples over %d intervals, the program sent %d records (ran %d, ring buffer full %d); %d late",
+			counted, len(intervals), sent, runs.Load(), c[probe.PdmPdmCounterPDM_C_RINGBUF_FULL], late)
+	}
+	t.Logf("%d samples over %d intervals (%d runs, ring buffer full %d)", counted, len(intervals), runs.Load(),
+		c[probe.PdmPdmCounterPDM_C_RINGBUF_FULL])
 }

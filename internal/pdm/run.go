@@ -116,7 +116,10 @@ func Run(ctx context.Context, o Options) (err error) {
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
-	err = objs.loop(ctx, o.Output, o.Reporting.every())
+	late, err := objs.loop(ctx, o.Output, o.Reporting.every())
+	if late > 0 && o.Log != nil {
+		fmt.Fprintf(o.Log, "rttscope pdm: %d records arrived after their interval was written; counted in the next\n", late)
+	}
 	if c, cerr := objs.ReadCounters(); cerr == nil {
 		if o.Log != nil {
 			fmt.Fprintf(o.Log, "rttscope pdm: counters %v\n", c.Map())
@@ -130,17 +133,19 @@ func Run(ctx context.Context, o Options) (err error) {
 
 // loop writes the records of the ring buffer and sweeps idle state until
 // ctx ends. With every > 0 it folds them into intervals of that length
-// instead and writes those (the last, partial one at exit).
-func (o *Objects) loop(ctx context.Context, w format.Writer, every time.Duration) error {
+// instead and writes those (the last, partial one at exit); late is then
+// Aggregator.Late.
+func (o *Objects) loop(ctx context.Context, w format.Writer, every time.Duration) (late uint64, err error) {
 	rb, err := ringbuf.NewReader(o.PdmEvents)
 	if err != nil {
-		return fmt.Errorf("open PDM ring buffer: %w", err)
+		return 0, fmt.Errorf("open PDM ring buffer: %w", err)
 	}
 	defer rb.Close()
 	r := &reader{rb: rb, w: w, off: clockOffset()}
 	if every > 0 {
 		r.agg = NewAggregator()
 		r.start = monoNow()
+		defer func() { late = r.agg.Late }()
 	}
 	sweepEvery := max(time.Second, o.Config.Lifetime/2)
 	nextSweep := time.Now().Add(sweepEvery)
@@ -155,26 +160,26 @@ func (o *Objects) loop(ctx context.Context, w format.Writer, every time.Duration
 		if done && every == 0 {
 			// The records of runs still going at exit.
 			if err := loader.WaitForPrograms(); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		if err := r.read(done); err != nil {
-			return err
+			return 0, err
 		}
 		if every > 0 && (done || !time.Now().Before(nextInterval)) {
 			if err := r.closeInterval(); err != nil {
-				return err
+				return 0, err
 			}
 			if nextInterval = nextInterval.Add(every); nextInterval.Before(time.Now()) {
 				nextInterval = time.Now().Add(every) // fell behind: skip
 			}
 		}
 		if err := w.Flush(); err != nil || done {
-			return err
+			return 0, err
 		}
 		if time.Now().After(nextSweep) {
 			if _, err := o.Sweep(monoNow()); err != nil {
-				return err
+				return 0, err
 			}
 			nextSweep = time.Now().Add(sweepEvery)
 		}
