@@ -136,10 +136,13 @@ struct {
 	__uint(max_entries, 65536);
 } pdm_flows SEC(".maps");
 
+/* 1 MiB: 13,107 records, 10 ms of 1.3 million a second (user space polls
+ * it every 10 ms: the programs wake nobody up). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } pdm_events SEC(".maps");
+
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -85,13 +85,8 @@ func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, er
 	defer rb.Close()
 	// drain empties the ring buffer, so that the ingress case measures
 	// events sent, not a full buffer refusing them.
-	drain := func() {
-		for rb.AvailableBytes() > 0 {
-			if _, err := rb.Read(); err != nil {
-				return
-			}
-		}
-	}
+	var rec ringbuf.Record
+	drain := func() { _ = drainRing(rb, &rec, func([]byte) error { return nil }) }
 
 	a := netip.MustParseAddr("2001:db8::a")
 	b := netip.MustParseAddr("2001:db8::b")

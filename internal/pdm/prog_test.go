@@ -134,16 +134,17 @@ func (h *harness) counters() Counters {
 func (h *harness) events() []probe.PdmPdmEvent {
 	h.t.Helper()
 	var evs []probe.PdmPdmEvent
-	for h.rb.AvailableBytes() > 0 {
-		rec, err := h.rb.Read()
-		if err != nil {
-			h.t.Fatal(err)
-		}
+	var rec ringbuf.Record
+	err := drainRing(h.rb, &rec, func(raw []byte) error {
 		var e probe.PdmPdmEvent
-		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &e); err != nil {
-			h.t.Fatal(err)
+		if err := binary.Read(bytes.NewReader(raw), binary.NativeEndian, &e); err != nil {
+			return err
 		}
 		evs = append(evs, e)
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
 	}
 	return evs
 }

@@ -281,18 +281,16 @@ func (f *frameRunner) feed(frame []byte, ts int64, egress bool) (uint64, error) 
 	if _, err := prog.Run(&ebpf.RunOptions{Data: frame, Context: f.ctx}); err != nil {
 		return 0, fmt.Errorf("BPF_PROG_TEST_RUN: %w", err)
 	}
-	for f.rb.AvailableBytes() > 0 {
-		if err := f.rb.ReadInto(&f.rec); err != nil {
-			return uint64(len(f.recs)), fmt.Errorf("read PDM ring buffer: %w", err)
-		}
-		if decodeEvent(f.rec.RawSample, &f.ev) {
+	err := drainRing(f.rb, &f.rec, func(raw []byte) error {
+		if decodeEvent(raw, &f.ev) {
 			f.recs = append(f.recs, events.PDM{})
 			r := &f.recs[len(f.recs)-1]
 			NewRecord(&f.ev, 0, r) // the clock is the capture's
 			r.Ifindex = 0          // the test run's device, not the capture's
 		}
-	}
-	return uint64(len(f.recs)), nil
+		return nil
+	})
+	return uint64(len(f.recs)), err
 }
 
 // skbTstamp finds the size of struct __sk_buff and the offset of its
