@@ -37,6 +37,9 @@ type BenchResult struct {
 	// OverEmpty is each case's median minus the empty program's.
 	OverEmpty map[string]float64 `json:"ns_over_empty"`
 	Targets   map[string]string  `json:"targets"`
+	// Reader: the user-space cost per record, the baseline, packet and
+	// interval mode alternating, three rounds each.
+	Reader []ReaderResult `json:"reader"`
 	// Throughput: TCP bulk transfers with PDM off and on (when asked for).
 	Throughput *ThroughputResult `json:"throughput,omitempty"`
 }
@@ -185,6 +188,21 @@ func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, er
 		s := r.Cases[n]
 		fmt.Fprintf(log, "%-34s median %6.1f ns/run (IQR %5.1f, min %6.1f, max %6.1f), %+6.1f ns over empty\n",
 			n, s.Median, s.IQR, s.Min, s.Max, r.OverEmpty[n])
+	}
+	for range 3 {
+		for i, every := range []time.Duration{0, 0, 100 * time.Millisecond} {
+			var base *ebpf.Program
+			if i == 0 {
+				base = empty.EmptyTc
+			}
+			rr, err := benchReader(objs, every, time.Second, base)
+			if err != nil {
+				return r, err
+			}
+			r.Reader = append(r.Reader, rr)
+			fmt.Fprintf(log, "reader, %-8s %6d records: %5.2f µs of CPU and %.3f context switches per record\n",
+				rr.Mode, rr.Records, rr.CPUMicrosPerRecord, rr.CtxSwitchesPerRecord)
+		}
 	}
 	if o.ThroughputRounds > 0 {
 		if r.Throughput, err = BenchThroughput(ctx, o.ThroughputRounds, o.ThroughputDuration, log); err != nil {

@@ -1,6 +1,7 @@
 package pdm
 
 import (
+	"bytes"
 	"cmp"
 	"math"
 	"slices"
@@ -30,13 +31,19 @@ type Aggregator struct {
 	Late uint64
 }
 
-// tupleKey names the sender of the options (Src) and where they were seen.
+// tupleKey names the sender of the options (src) and where they were
+// seen: plain bytes, which hash several times faster than events.Flow.
 type tupleKey struct {
-	flow   events.Flow
-	egress bool
+	src, dst     [16]byte
+	sport, dport uint16
+	proto        events.Protocol
+	egress       bool
 }
 
-type tupleAcc struct{ dtlr, dtls, net acc }
+type tupleAcc struct {
+	flow            events.Flow
+	dtlr, dtls, net acc
+}
 
 // acc holds the samples of one delay: exact count, sum, min and max, and
 // the non-empty histogram bins (a 5-tuple's samples fill few of the
@@ -80,10 +87,11 @@ func (a *Aggregator) Add(p *events.PDM) {
 	if p.Time < a.closedAt {
 		a.Late++
 	}
-	k := tupleKey{flow: p.Flow, egress: p.Egress}
+	f := &p.Flow
+	k := tupleKey{src: f.Src.IP.As16(), dst: f.Dst.IP.As16(), sport: f.Src.Port, dport: f.Dst.Port, proto: f.Proto, egress: p.Egress}
 	t := m[k]
 	if t == nil {
-		t = &tupleAcc{}
+		t = &tupleAcc{flow: *f}
 		m[k] = t
 	}
 	if p.DeltaLastRecv != 0 {
@@ -118,7 +126,7 @@ func (a *Aggregator) Close(start, end int64, fn func(*events.PDMInterval) error)
 		}
 		t := a.cur[k]
 		r := &a.out
-		r.Time, r.Start, r.Flow, r.Egress = end, start, k.flow, k.egress
+		r.Time, r.Start, r.Flow, r.Egress = end, start, t.flow, k.egress
 		a.set(&r.DTLR, &t.dtlr)
 		a.set(&r.DTLS, &t.dtls)
 		a.set(&r.NetworkRTT, &t.net)
@@ -140,9 +148,9 @@ func (a *Aggregator) set(d *events.Distribution, s *acc) {
 }
 
 func compareKeys(x, y tupleKey) int {
-	return cmp.Or(x.flow.Src.IP.Compare(y.flow.Src.IP), x.flow.Dst.IP.Compare(y.flow.Dst.IP),
-		cmp.Compare(x.flow.Src.Port, y.flow.Src.Port), cmp.Compare(x.flow.Dst.Port, y.flow.Dst.Port),
-		cmp.Compare(x.flow.Proto, y.flow.Proto), cmp.Compare(boolInt(x.egress), boolInt(y.egress)))
+	return cmp.Or(bytes.Compare(x.src[:], y.src[:]), bytes.Compare(x.dst[:], y.dst[:]),
+		cmp.Compare(x.sport, y.sport), cmp.Compare(x.dport, y.dport),
+		cmp.Compare(x.proto, y.proto), cmp.Compare(boolInt(x.egress), boolInt(y.egress)))
 }
 
 func boolInt(b bool) int {
