@@ -143,7 +143,6 @@ struct {
 	__uint(max_entries, 1 << 20);
 } pdm_events SEC(".maps");
 
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);

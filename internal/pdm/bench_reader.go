@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rttscope/rttscope/internal/format"
-	"github.com/rttscope/rttscope/internal/pktcraft"
 	"github.com/rttscope/rttscope/internal/pdm/pdmtest"
+	"github.com/rttscope/rttscope/internal/pktcraft"
 )
 
 // ReaderResult is the cost of the records in user space, measured on the

@@ -253,7 +253,7 @@ func TestIntervalBoundaryConsistency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer objs.Close()
+	defer func() { _ = objs.Close() }()
 	reply := pktcraft.Packet{Src: hostB, Dst: hostA, UDP: &pktcraft.UDP{SrcPort: 53, DstPort: 5353}}
 	frame := withPDM(reply, 34, 0, 7, 0, 0xE35F, 0) // DTLR 999,989 ns: one sample per run
 	ctx, cancel := context.WithCancel(context.Background())

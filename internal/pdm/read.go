@@ -96,7 +96,7 @@ func Read(ctx context.Context, o ReadOptions) (ReadSummary, error) {
 	}
 	defer fr.close()
 	dir := readDirector{nets: o.LocalNets, first: map[[32]byte]bool{}}
-	iv := captureIntervals{every: int64(o.Reporting.every()), w: o.Output}
+	iv := captureIntervals{every: int64(o.every()), w: o.Output}
 	if iv.every > 0 {
 		iv.agg = NewAggregator()
 	}

@@ -116,7 +116,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
-	late, err := objs.loop(ctx, o.Output, o.Reporting.every())
+	late, err := objs.loop(ctx, o.Output, o.every())
 	if late > 0 && o.Log != nil {
 		fmt.Fprintf(o.Log, "rttscope pdm: %d records arrived after their interval was written; counted in the next\n", late)
 	}
