@@ -28,13 +28,7 @@ func (w *writer) WritePDMInterval(p *events.PDMInterval) error {
 //
 // (minimal output has no psn and psnlr).
 func appendPDMStandard(b []byte, p *events.PDM, st *style) []byte {
-	b = appendTimeOfDay(b, p.Time, st.loc)
-	b = append(b, ' ')
-	b = append(b, p.Flow.Proto.String()...)
-	b = append(b, ' ')
-	b = appendFlowName(b, &p.Flow)
-	b = append(b, " pdm "...)
-	b = append(b, p.Direction()...)
+	b = appendPDMLineStart(b, p.Time, &p.Flow, " pdm ", p.Direction(), st)
 	b = appendMillisField(b, " dtlr=", p.DTLR)
 	b = appendMillisField(b, " dtls=", p.DTLS)
 	if p.HasRoundTrip {
@@ -50,6 +44,17 @@ func appendPDMStandard(b []byte, p *events.PDM, st *style) []byte {
 		b = strconv.AppendUint(b, uint64(p.PSNLastRecv), 10)
 	}
 	return append(b, '\n')
+}
+
+// appendPDMLineStart appends "HH:MM:SS.nnnnnnnnn PROTO FLOW KIND DIRECTION".
+func appendPDMLineStart(b []byte, t int64, f *events.Flow, kind, dir string, st *style) []byte {
+	b = appendTimeOfDay(b, t, st.loc)
+	b = append(b, ' ')
+	b = append(b, f.Proto.String()...)
+	b = append(b, ' ')
+	b = appendFlowName(b, f)
+	b = append(b, kind...)
+	return append(b, dir...)
 }
 
 func appendMillisField(b []byte, name string, d time.Duration) []byte {
@@ -98,13 +103,7 @@ func appendPDMJSON(b []byte, p *events.PDM, st *style) []byte {
 //
 //	HH:MM:SS.nnnnnnnnn PROTO SRC:SPORT+DST:DPORT pdm_interval DIRECTION dtlr n=N min=X ... max=X ms dtls n=N ... network_rtt n=N ...
 func appendPDMIntervalStandard(b []byte, p *events.PDMInterval, st *style) []byte {
-	b = appendTimeOfDay(b, p.Time, st.loc)
-	b = append(b, ' ')
-	b = append(b, p.Flow.Proto.String()...)
-	b = append(b, ' ')
-	b = appendFlowName(b, &p.Flow)
-	b = append(b, " pdm_interval "...)
-	b = append(b, p.Direction()...)
+	b = appendPDMLineStart(b, p.Time, &p.Flow, " pdm_interval ", p.Direction(), st)
 	for _, d := range [...]struct {
 		name string
 		d    *events.Distribution

@@ -24,15 +24,8 @@ import (
 // intervalRecord and distribution are a pdm_interval record as json/jsonl
 // show it (docs/pdm.md): the tests decode the output into them.
 type intervalRecord struct {
-	Timestamp     int64        `json:"timestamp"`
-	SrcIP         string       `json:"src_ip"`
-	SrcPort       uint16       `json:"src_port"`
-	DestIP        string       `json:"dest_ip"`
-	DestPort      uint16       `json:"dest_port"`
-	Protocol      string       `json:"protocol"`
-	Type          string       `json:"type"`
+	recordFlow
 	IntervalStart int64        `json:"interval_start"`
-	Direction     string       `json:"direction"`
 	DTLR          distribution `json:"dtlr"`
 	DTLS          distribution `json:"dtls"`
 	NetworkRTT    distribution `json:"network_rtt"`

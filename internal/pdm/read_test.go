@@ -32,14 +32,14 @@ func wantRead() []Record {
 	a, b := hostA.String(), hostB.String()
 	ms := int64(time.Millisecond)
 	return []Record{
-		{Timestamp: readT0, SrcIP: a, SrcPort: 40000, DestIP: b, DestPort: 53, Protocol: "UDP", Direction: "egress",
+		{recordFlow: recordFlow{Timestamp: readT0, SrcIP: a, SrcPort: 40000, DestIP: b, DestPort: 53, Protocol: "UDP", Direction: "egress"},
 			PSNThisPkt: 100},
-		{Timestamp: readT0 + 10*ms, SrcIP: b, SrcPort: 53, DestIP: a, DestPort: 40000, Protocol: "UDP", Direction: "ingress",
+		{recordFlow: recordFlow{Timestamp: readT0 + 10*ms, SrcIP: b, SrcPort: 53, DestIP: a, DestPort: 40000, Protocol: "UDP", Direction: "ingress"},
 			PSNThisPkt: 500, PSNLastRecv: 100, ScaleDTLR: 34, DeltaLastRecv: 0xE35F, DTLR: 999_989, NetworkRTT: i64(0)},
-		{Timestamp: readT0 + 30*ms, SrcIP: a, SrcPort: 40000, DestIP: b, DestPort: 53, Protocol: "UDP", Direction: "egress",
+		{recordFlow: recordFlow{Timestamp: readT0 + 30*ms, SrcIP: a, SrcPort: 40000, DestIP: b, DestPort: 53, Protocol: "UDP", Direction: "egress"},
 			PSNThisPkt: 101, PSNLastRecv: 500, ScaleDTLR: 35, DeltaLastRecv: 0x8000, ScaleDTLS: 36, DeltaLastSent: 0xC000,
 			DTLR: 1_125_900, DTLS: 3_377_700, NetworkRTT: i64(3_377_700 - 999_989)},
-		{Timestamp: readT0 + 35*ms, SrcIP: b, SrcPort: 53, DestIP: a, DestPort: 40000, Protocol: "UDP", Direction: "ingress",
+		{recordFlow: recordFlow{Timestamp: readT0 + 35*ms, SrcIP: b, SrcPort: 53, DestIP: a, DestPort: 40000, Protocol: "UDP", Direction: "ingress"},
 			PSNThisPkt: 501, PSNLastRecv: 101, ScaleDTLR: 24, DeltaLastRecv: 0xE8D4, ScaleDTLS: 36, DeltaLastSent: 0xC000,
 			DTLR: 1000, DTLS: 3_377_700, NetworkRTT: i64(3_377_700 - 1_125_900)},
 	}

@@ -41,17 +41,22 @@ func TestCounterNames(t *testing.T) {
 	}
 }
 
+// recordFlow are the fields every PDM record starts with.
+type recordFlow struct {
+	Timestamp int64  `json:"timestamp"`
+	SrcIP     string `json:"src_ip"`
+	SrcPort   uint16 `json:"src_port"`
+	DestIP    string `json:"dest_ip"`
+	DestPort  uint16 `json:"dest_port"`
+	Protocol  string `json:"protocol"`
+	Type      string `json:"type"`
+	Direction string `json:"direction"`
+}
+
 // Record is a PDM record as json/jsonl show it (docs/pdm.md): the tests
 // decode the output into it.
 type Record struct {
-	Timestamp     int64  `json:"timestamp"`
-	SrcIP         string `json:"src_ip"`
-	SrcPort       uint16 `json:"src_port"`
-	DestIP        string `json:"dest_ip"`
-	DestPort      uint16 `json:"dest_port"`
-	Protocol      string `json:"protocol"`
-	Type          string `json:"type"`
-	Direction     string `json:"direction"`
+	recordFlow
 	Ifindex       uint32 `json:"ifindex"`
 	PSNThisPkt    uint16 `json:"psn_this_pkt"`
 	PSNLastRecv   uint16 `json:"psn_last_recv"`

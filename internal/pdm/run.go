@@ -196,6 +196,12 @@ const pollEvery = 10 * time.Millisecond
 // drainRing calls fn with every record in rb, without waiting for more.
 func drainRing(rb *ringbuf.Reader, rec *ringbuf.Record, fn func(raw []byte) error) error {
 	rb.SetDeadline(time.Unix(1, 0)) // passed: read what is there, then stop
+	return readRing(rb, rec, fn)
+}
+
+// readRing calls fn with every record in rb until its deadline has passed
+// and none is left.
+func readRing(rb *ringbuf.Reader, rec *ringbuf.Record, fn func(raw []byte) error) error {
 	for {
 		err := rb.ReadInto(rec)
 		switch {
@@ -229,25 +235,20 @@ func (r *reader) read(drain bool) error {
 	if drain {
 		r.rb.SetDeadline(time.Now())
 	}
-	for {
-		err := r.rb.ReadInto(&r.rec)
-		switch {
-		case err == nil:
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return nil
-		default:
-			return fmt.Errorf("read PDM ring buffer: %w", err)
-		}
-		if !decodeEvent(r.rec.RawSample, &r.ev) {
-			continue
-		}
-		NewRecord(&r.ev, r.off, &r.p)
-		if r.agg != nil {
-			r.agg.Add(&r.p)
-		} else if err := r.w.WritePDM(&r.p); err != nil {
-			return err
-		}
+	return readRing(r.rb, &r.rec, r.handle)
+}
+
+// handle writes or folds one ring buffer record.
+func (r *reader) handle(raw []byte) error {
+	if !decodeEvent(raw, &r.ev) {
+		return nil
 	}
+	NewRecord(&r.ev, r.off, &r.p)
+	if r.agg != nil {
+		r.agg.Add(&r.p)
+		return nil
+	}
+	return r.w.WritePDM(&r.p)
 }
 
 // closeInterval ends the open interval now. Every record timed before now
