@@ -139,3 +139,28 @@ func TestPDMReadRelativeMinimal(t *testing.T) {
 		t.Errorf("--minimal lost the delays or the flow number:\n%s", out)
 	}
 }
+
+// TestPDMReadRotatedFiles: PDM records go to the monitor's rotating,
+// compressing file destination: completed zstd files (the size is
+// checked between writes, so 200 bytes do not make a file per record)
+// that together hold the records the plain output has.
+func TestPDMReadRotatedFiles(t *testing.T) {
+	testutil.RequireRoot(t)
+	pcap := pdmtest.WritePcap(t, t.TempDir())
+	plain, _ := runPDMOut(t, "replay", "--pdm", pcap, "-F", "jsonl")
+	dir := t.TempDir()
+	args := []string{"pdm", "--read", pcap, "-F", "jsonl", "-w", filepath.Join(dir, "pdm.jsonl.zst"), "--rotate-size", "200"}
+	if r := cliRun(t, false, args...); r.code != 0 {
+		t.Fatalf("rttscope %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
+	}
+	files := completedFiles(t, dir)
+	got := string(readAllFiles(t, files))
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".jsonl.zst") {
+			t.Errorf("file %s is not a completed zstd jsonl file", f)
+		}
+	}
+	if got != plain || len(files) == 0 {
+		t.Errorf("%d files holding\n%s\nwant\n%s", len(files), got, plain)
+	}
+}
