@@ -164,3 +164,17 @@ func TestPDMReadRotatedFiles(t *testing.T) {
 		t.Errorf("%d files holding\n%s\nwant\n%s", len(files), got, plain)
 	}
 }
+
+// TestReplayPDMEqualsPDMRead: replay --pdm and pdm --read are one path:
+// the same records, per option and per interval.
+func TestReplayPDMEqualsPDMRead(t *testing.T) {
+	testutil.RequireRoot(t)
+	pcap := pdmtest.WritePcap(t, t.TempDir())
+	for _, extra := range [][]string{{"-F", "jsonl"}, {"-F", "jsonl", "--pdm-report", "interval", "--interval", "20ms"}} {
+		a, _ := runPDMOut(t, append([]string{"replay", "--pdm", pcap}, extra...)...)
+		b, _ := runPDMOut(t, append([]string{"pdm", "--read", pcap}, extra...)...)
+		if a != b || !strings.Contains(a, `"type":"pdm`) {
+			t.Errorf("%v: replay --pdm gave\n%s\npdm --read gave\n%s", extra, a, b)
+		}
+	}
+}

@@ -162,3 +162,51 @@ func TestReadMatchesPrograms(t *testing.T) {
 	sameRecords(t, "read vs programs", got, want)
 	sameRecords(t, "programs vs by hand", want, wantRead())
 }
+
+// TestReadIntervals: --read with interval reporting closes intervals by
+// capture time, aligned to multiples of the interval since the Unix
+// epoch, the last one at the last packet; each holds the samples of the
+// packets captured in it (the values of wantRead).
+func TestReadIntervals(t *testing.T) {
+	testutil.RequireRoot(t)
+	pcap := pdmtest.WritePcap(t, t.TempDir())
+	var buf bytes.Buffer
+	w, _ := format.New("jsonl", &buf, format.Options{})
+	const every = 20 * time.Millisecond
+	_, err := Read(context.Background(), ReadOptions{Path: pcap, MapSize: DefaultMapSize, Lifetime: DefaultLifetime,
+		Reporting: Reporting{Report: ReportInterval, Interval: every}, Output: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []intervalRecord
+	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var r intervalRecord
+		if err := json.Unmarshal(l, &r); err != nil || r.Type != "pdm_interval" {
+			t.Fatalf("%v: %s", err, l)
+		}
+		got = append(got, r)
+	}
+	ms := int64(time.Millisecond)
+	start := readT0 - readT0%int64(every) // the packets at 0 and 10 ms
+	want := []struct {
+		start, end int64
+		direction  string
+		dtlr, dtls distribution
+		network    distribution
+	}{
+		{start, start + int64(every), "ingress", exact(999_989), exact(), exact(0)},
+		// The last interval ends at the last packet (35 ms).
+		{start + int64(every), readT0 + 35*ms, "egress", exact(1_125_900), exact(3_377_700), exact(3_377_700 - 999_989)},
+		{start + int64(every), readT0 + 35*ms, "ingress", exact(1000), exact(3_377_700), exact(3_377_700 - 1_125_900)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d interval records, want %d: %s", len(got), len(want), buf.Bytes())
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.IntervalStart != w.start || g.Timestamp != w.end || g.Direction != w.direction ||
+			!sameDist(g.DTLR, w.dtlr) || !sameDist(g.DTLS, w.dtls) || !sameDist(g.NetworkRTT, w.network) {
+			t.Errorf("interval record %d: got %+v\nwant %+v", i, g, w)
+		}
+	}
+}
