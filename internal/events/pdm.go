@@ -71,8 +71,11 @@ func (p *PDMInterval) Direction() string { return direction(p.Egress) }
 type Distribution struct {
 	// Count is the number of samples; the other fields are zero when it
 	// is.
-	Count              uint64
-	Min, Mean, Max     time.Duration // exact
+	Count          uint64
+	Min, Mean, Max time.Duration // exact
+	// Sum is the exact sum of the samples (Mean is rounded down): what a
+	// metrics sink's histogram carries; the formats print Mean.
+	Sum                time.Duration
 	P50, P90, P95, P99 time.Duration // from the histogram
 	Histogram          []HistBin     // non-empty bins, ascending
 }
@@ -83,11 +86,11 @@ func (d *Distribution) Set(h []uint32, count, sum, min, max uint64) {
 	d.Histogram = d.Histogram[:0]
 	d.Count = count
 	if count == 0 {
-		d.Min, d.Mean, d.Max, d.P50, d.P90, d.P95, d.P99 = 0, 0, 0, 0, 0, 0, 0
+		d.Min, d.Mean, d.Max, d.Sum, d.P50, d.P90, d.P95, d.P99 = 0, 0, 0, 0, 0, 0, 0, 0
 		return
 	}
 	d.Min, d.Max = time.Duration(min), time.Duration(max)
-	d.Mean = time.Duration(sum / count)
+	d.Mean, d.Sum = time.Duration(sum/count), time.Duration(sum)
 	q := func(p float64) time.Duration {
 		return time.Duration(hist.Quantile(h, count, p, min, max))
 	}
