@@ -150,6 +150,7 @@ func (o *Objects) loop(ctx context.Context, w format.Writer, every time.Duration
 	sweepEvery := max(time.Second, o.Config.Lifetime/2)
 	nextSweep := time.Now().Add(sweepEvery)
 	nextInterval := time.Now().Add(every)
+	nextFlush := time.Now().Add(flushEvery)
 	for {
 		done := ctx.Err() != nil
 		wait := pollEvery
@@ -174,8 +175,11 @@ func (o *Objects) loop(ctx context.Context, w format.Writer, every time.Duration
 				nextInterval = time.Now().Add(every) // fell behind: skip
 			}
 		}
-		if err := w.Flush(); err != nil || done {
-			return 0, err
+		if done || !time.Now().Before(nextFlush) {
+			if err := w.Flush(); err != nil || done {
+				return 0, err
+			}
+			nextFlush = time.Now().Add(flushEvery)
 		}
 		if time.Now().After(nextSweep) {
 			if _, err := o.Sweep(monoNow()); err != nil {
@@ -192,6 +196,10 @@ func (o *Objects) loop(ctx context.Context, w format.Writer, every time.Duration
 // of 1.3 million records a second, more than this loop turns into
 // output.
 const pollEvery = 10 * time.Millisecond
+
+// flushEvery is how often buffered output is written out, as the
+// monitor does (the ring buffer is polled more often).
+const flushEvery = 200 * time.Millisecond
 
 // drainRing calls fn with every record in rb, without waiting for more.
 func drainRing(rb *ringbuf.Reader, rec *ringbuf.Record, fn func(raw []byte) error) error {
