@@ -100,9 +100,9 @@ func TestMonitorAnonymizedLab(t *testing.T) {
 }
 
 // pdmWithTraffic runs the rttscope binary as `pdm` on the lab's client
-// and server (inserting) and on the middlebox (--passive) for a few
-// seconds, each with the arguments given for it, while the client pings
-// the server over IPv6. It returns per node what was written to its -w
+// and server (inserting) and on the middlebox (--passive) for 4 seconds,
+// each with the arguments given for it; once all three are attached the
+// client pings the server over IPv6 (10 pings in 1 s). It returns per node what was written to its -w
 // file and to stderr, together.
 func pdmWithTraffic(t *testing.T, l *lab.Lab, cliArgs, srvArgs, mbArgs []string) (outs [3]string) {
 	t.Helper()
@@ -120,17 +120,25 @@ func pdmWithTraffic(t *testing.T, l *lab.Lab, cliArgs, srvArgs, mbArgs []string)
 		args   []string
 	}{{l.Client, lab.ClientIf, cliArgs}, {l.Servers[0], lab.ServerIf, srvArgs}, {l.Middlebox, l.MiddleboxClientIf, append([]string{"--passive"}, mbArgs...)}}
 	cmds := make([]*exec.Cmd, len(runs))
-	errBufs := make([]*strings.Builder, len(runs))
+	errBufs := make([]*testutil.Buffer, len(runs))
 	for i, r := range runs {
 		cmds[i] = exec.CommandContext(ctx, cliBin, append([]string{"pdm", "--netns", r.node.Name, "-i", r.ifname,
-			"--duration", "3s", "-w", filepath.Join(dir, r.node.Name)}, r.args...)...)
-		errBufs[i] = new(strings.Builder)
+			"--duration", "4s", "-w", filepath.Join(dir, r.node.Name)}, r.args...)...)
+		errBufs[i] = new(testutil.Buffer)
 		cmds[i].Stderr = errBufs[i]
 		if err := cmds[i].Start(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(700 * time.Millisecond) // attach
+	// Each says "rttscope pdm: IFNAME: [modes]" once it is attached.
+	for i, r := range runs {
+		for !strings.Contains(errBufs[i].String(), ": "+r.ifname+": ") {
+			if ctx.Err() != nil {
+				t.Fatalf("rttscope pdm on %s not attached: %s", r.node.Name, errBufs[i].String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	if _, err := traffic.Ping(ctx, l.Client, l.ServerAddr6[0], 10, 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
