@@ -7,7 +7,6 @@ package pdmtest
 import (
 	"net/netip"
 	"path/filepath"
-	"testing"
 	"time"
 
 	"github.com/rttscope/rttscope/internal/capture"
@@ -52,9 +51,16 @@ func Conversation() (frames []capture.TimedFrame, fromA []bool) {
 	return frames, fromA
 }
 
+// TB is the part of testing.TB that WritePcap uses. The package does not
+// import testing: the bench, which goes into the rttscope binary, uses it.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
+
 // WritePcap writes the conversation as a pcap file in dir and returns its
 // path.
-func WritePcap(t testing.TB, dir string) string {
+func WritePcap(t TB, dir string) string {
 	t.Helper()
 	frames, _ := Conversation()
 	p := filepath.Join(dir, "pdm-conversation.pcap")
