@@ -1,0 +1,88 @@
+package sink
+
+import (
+	"slices"
+
+	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/format"
+)
+
+// Kinds is a set of record types.
+type Kinds uint8
+
+// The record types.
+const (
+	RTTs Kinds = 1 << iota
+	Flows
+	Stats
+	Aggregates
+	FlowSummaries
+	AnonKeys
+)
+
+// kindsOf returns the record types a writer with capabilities c takes.
+func kindsOf(c format.Capability) Kinds {
+	k := RTTs | Flows | Stats
+	if c&format.Aggregates != 0 {
+		k |= Aggregates
+	}
+	if c&format.FlowSummaries != 0 {
+		k |= FlowSummaries
+	}
+	if c&format.AnonKeys != 0 {
+		k |= AnonKeys
+	}
+	return k
+}
+
+// item is one queued record. Samples and flow events, which come by the
+// million, are held by value; the others, a few per interval, as deep
+// copies on the heap (the caller's record is only lent for the call).
+type item struct {
+	kind  Kinds
+	rtt   events.RTT
+	flow  events.FlowEvent
+	other any // *events.Stats, *events.Aggregate, *events.FlowSummary, *events.AnonKey
+}
+
+// write passes it to w.
+func (it *item) write(w format.Writer) error {
+	switch it.kind {
+	case RTTs:
+		return w.WriteRTT(&it.rtt)
+	case Flows:
+		return w.WriteFlow(&it.flow)
+	case Stats:
+		return w.WriteStats(it.other.(*events.Stats))
+	case Aggregates:
+		return w.WriteAggregate(it.other.(*events.Aggregate))
+	case FlowSummaries:
+		return w.WriteFlowSummary(it.other.(*events.FlowSummary))
+	case AnonKeys:
+		return w.WriteAnonKey(it.other.(*events.AnonKey))
+	}
+	return nil
+}
+
+// copyStats returns a deep copy of s with sinks as its Sinks.
+func copyStats(s *events.Stats, sinks []events.SinkStats) *events.Stats {
+	c := *s
+	if s.Process != nil {
+		p := *s.Process
+		c.Process = &p
+	}
+	if s.BPF != nil {
+		b := *s.BPF
+		b.Programs = slices.Clone(b.Programs)
+		c.BPF = &b
+	}
+	c.Sinks = sinks
+	return &c
+}
+
+// copyAggregate returns a deep copy of a.
+func copyAggregate(a *events.Aggregate) *events.Aggregate {
+	c := *a
+	c.Histogram = slices.Clone(a.Histogram)
+	return &c
+}
