@@ -274,4 +274,3 @@ func (w *Writer) Capabilities() format.Capability { return format.All &^ format.
 // Ping waits until a broker answers (tests and tools; the sink itself
 // does not need the brokers at start).
 func (w *Writer) Ping(ctx context.Context) error { return w.cl.Ping(ctx) }
-

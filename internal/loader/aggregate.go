@@ -164,7 +164,7 @@ func (a *Aggregator) sum(g *events.Aggregate) {
 		return
 	}
 	g.Min, g.Max = time.Duration(min), time.Duration(max)
-	g.Mean = time.Duration(sum / g.Count)
+	g.Mean, g.Sum = time.Duration(sum/g.Count), time.Duration(sum)
 	q := func(p float64) time.Duration {
 		return time.Duration(hist.Quantile(a.h, g.Count, p, min, max))
 	}

@@ -105,7 +105,7 @@ func (c *Encoder) Aggregate(a *events.Aggregate) *Record {
 	p := &Aggregate{
 		Timestamp: a.Time, Start: a.Start, PrefixId: a.PrefixID,
 		Rx: traffic(&a.RX), Tx: traffic(&a.TX), Count: a.Count,
-		MinNs: int64(a.Min), MeanNs: int64(a.Mean), MaxNs: int64(a.Max),
+		MinNs: int64(a.Min), MeanNs: int64(a.Mean), MaxNs: int64(a.Max), SumNs: int64(a.Sum),
 		P50Ns: int64(a.P50), P90Ns: int64(a.P90), P95Ns: int64(a.P95), P99Ns: int64(a.P99),
 	}
 	if a.Prefix.IsValid() {

@@ -1028,20 +1028,22 @@ type Aggregate struct {
 	Timestamp int64                  `protobuf:"varint,1,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
 	Start     int64                  `protobuf:"varint,2,opt,name=start,proto3" json:"start,omitempty"`
 	// prefix_addr (4 or 16 bytes) and prefix_bits; empty with prefix_id.
-	PrefixAddr    []byte     `protobuf:"bytes,3,opt,name=prefix_addr,json=prefixAddr,proto3" json:"prefix_addr,omitempty"`
-	PrefixBits    uint32     `protobuf:"varint,4,opt,name=prefix_bits,json=prefixBits,proto3" json:"prefix_bits,omitempty"`
-	PrefixId      uint64     `protobuf:"varint,5,opt,name=prefix_id,json=prefixId,proto3" json:"prefix_id,omitempty"`
-	Rx            *Traffic   `protobuf:"bytes,6,opt,name=rx,proto3" json:"rx,omitempty"`
-	Tx            *Traffic   `protobuf:"bytes,7,opt,name=tx,proto3" json:"tx,omitempty"`
-	Count         uint64     `protobuf:"varint,8,opt,name=count,proto3" json:"count,omitempty"`
-	MinNs         int64      `protobuf:"varint,9,opt,name=min_ns,json=minNs,proto3" json:"min_ns,omitempty"`
-	MeanNs        int64      `protobuf:"varint,10,opt,name=mean_ns,json=meanNs,proto3" json:"mean_ns,omitempty"`
-	MaxNs         int64      `protobuf:"varint,11,opt,name=max_ns,json=maxNs,proto3" json:"max_ns,omitempty"`
-	P50Ns         int64      `protobuf:"varint,12,opt,name=p50_ns,json=p50Ns,proto3" json:"p50_ns,omitempty"`
-	P90Ns         int64      `protobuf:"varint,13,opt,name=p90_ns,json=p90Ns,proto3" json:"p90_ns,omitempty"`
-	P95Ns         int64      `protobuf:"varint,14,opt,name=p95_ns,json=p95Ns,proto3" json:"p95_ns,omitempty"`
-	P99Ns         int64      `protobuf:"varint,15,opt,name=p99_ns,json=p99Ns,proto3" json:"p99_ns,omitempty"`
-	Histogram     []*HistBin `protobuf:"bytes,16,rep,name=histogram,proto3" json:"histogram,omitempty"`
+	PrefixAddr []byte     `protobuf:"bytes,3,opt,name=prefix_addr,json=prefixAddr,proto3" json:"prefix_addr,omitempty"`
+	PrefixBits uint32     `protobuf:"varint,4,opt,name=prefix_bits,json=prefixBits,proto3" json:"prefix_bits,omitempty"`
+	PrefixId   uint64     `protobuf:"varint,5,opt,name=prefix_id,json=prefixId,proto3" json:"prefix_id,omitempty"`
+	Rx         *Traffic   `protobuf:"bytes,6,opt,name=rx,proto3" json:"rx,omitempty"`
+	Tx         *Traffic   `protobuf:"bytes,7,opt,name=tx,proto3" json:"tx,omitempty"`
+	Count      uint64     `protobuf:"varint,8,opt,name=count,proto3" json:"count,omitempty"`
+	MinNs      int64      `protobuf:"varint,9,opt,name=min_ns,json=minNs,proto3" json:"min_ns,omitempty"`
+	MeanNs     int64      `protobuf:"varint,10,opt,name=mean_ns,json=meanNs,proto3" json:"mean_ns,omitempty"`
+	MaxNs      int64      `protobuf:"varint,11,opt,name=max_ns,json=maxNs,proto3" json:"max_ns,omitempty"`
+	P50Ns      int64      `protobuf:"varint,12,opt,name=p50_ns,json=p50Ns,proto3" json:"p50_ns,omitempty"`
+	P90Ns      int64      `protobuf:"varint,13,opt,name=p90_ns,json=p90Ns,proto3" json:"p90_ns,omitempty"`
+	P95Ns      int64      `protobuf:"varint,14,opt,name=p95_ns,json=p95Ns,proto3" json:"p95_ns,omitempty"`
+	P99Ns      int64      `protobuf:"varint,15,opt,name=p99_ns,json=p99Ns,proto3" json:"p99_ns,omitempty"`
+	Histogram  []*HistBin `protobuf:"bytes,16,rep,name=histogram,proto3" json:"histogram,omitempty"`
+	// sum_ns is the exact sum of the samples (mean_ns is rounded down).
+	SumNs         int64 `protobuf:"varint,17,opt,name=sum_ns,json=sumNs,proto3" json:"sum_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1186,6 +1188,13 @@ func (x *Aggregate) GetHistogram() []*HistBin {
 		return x.Histogram
 	}
 	return nil
+}
+
+func (x *Aggregate) GetSumNs() int64 {
+	if x != nil {
+		return x.SumNs
+	}
+	return 0
 }
 
 type FlowDirSummary struct {
@@ -1529,7 +1538,7 @@ const file_rttscope_v1_records_proto_rawDesc = "" +
 	"\aHistBin\x12\x19\n" +
 	"\blower_ns\x18\x01 \x01(\x04R\alowerNs\x12\x19\n" +
 	"\bupper_ns\x18\x02 \x01(\x04R\aupperNs\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x04R\x05count\"\xd7\x03\n" +
+	"\x05count\x18\x03 \x01(\x04R\x05count\"\xee\x03\n" +
 	"\tAggregate\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x03R\x05start\x12\x1f\n" +
@@ -1549,7 +1558,8 @@ const file_rttscope_v1_records_proto_rawDesc = "" +
 	"\x06p90_ns\x18\r \x01(\x03R\x05p90Ns\x12\x15\n" +
 	"\x06p95_ns\x18\x0e \x01(\x03R\x05p95Ns\x12\x15\n" +
 	"\x06p99_ns\x18\x0f \x01(\x03R\x05p99Ns\x122\n" +
-	"\thistogram\x18\x10 \x03(\v2\x14.rttscope.v1.HistBinR\thistogram\"\xcb\x01\n" +
+	"\thistogram\x18\x10 \x03(\v2\x14.rttscope.v1.HistBinR\thistogram\x12\x15\n" +
+	"\x06sum_ns\x18\x11 \x01(\x03R\x05sumNs\"\xcb\x01\n" +
 	"\x0eFlowDirSummary\x12\x18\n" +
 	"\apackets\x18\x01 \x01(\x04R\apackets\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12\x14\n" +
