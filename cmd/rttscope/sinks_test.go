@@ -6,8 +6,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -22,6 +27,7 @@ import (
 	"github.com/rttscope/rttscope/internal/capture"
 	"github.com/rttscope/rttscope/internal/testservers"
 	"github.com/rttscope/rttscope/internal/testutil"
+	"github.com/rttscope/rttscope/internal/traffic"
 )
 
 // brokerDowntime is how long TestReplayKafkaBrokerStopped keeps the broker
@@ -47,13 +53,27 @@ func connectionKey(t *testing.T, m map[string]any) string {
 	return fmt.Sprintf("%s %s %s", m["protocol"], a, b)
 }
 
+// labFlowAddrs are the addresses of flows [first, first+n) of labFrames.
+func labFlowAddrs(first, n int) []netip.Addr {
+	var out []netip.Addr
+	for i := range 8 {
+		out = append(out, netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}))
+	}
+	for i := first; i < first+n; i++ {
+		out = append(out, netip.AddrFrom4([4]byte{10, 1, byte(i / 250), byte(i%250 + 1)}))
+	}
+	return out
+}
+
 // TestReplayKafkaBrokerStopped replays a lab capture fed through a pipe to
-// jsonl files and to a real Kafka broker at once. After the first part the
+// jsonl files and to a real Kafka broker at once, with addresses
+// anonymized (pfx). After the first part the
 // broker is stopped for 20 s while the second part is replayed: the
 // client's buffer (200 messages) fills and the rest is spooled to disk.
 // When the broker is back and the input ends, the topic holds every
 // record of the files exactly once, and each flow's records in one
-// partition in the order of the files.
+// partition in the order of the files, and no message or key shows a
+// real address.
 func TestReplayKafkaBrokerStopped(t *testing.T) {
 	testutil.RequireRoot(t)
 	k := testservers.StartKafka(t)
@@ -72,7 +92,7 @@ func TestReplayKafkaBrokerStopped(t *testing.T) {
 	}
 	out := filepath.Join(dir, "rtt.jsonl")
 	cmd := exec.Command(cliBin, "replay", "-r", "0", "--local-net", "10.1.0.0/16", "--workers", "1", "--stats",
-		"-F", "jsonl", "-w", out,
+		"-F", "jsonl", "-w", out, "--anonymize", "pfx", "--anon-key-file", writeKey(t, 32),
 		"--kafka", "brokers="+k.Addr+",topic="+topic+",buffer=200,spool-dir="+dir, "-")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -138,8 +158,12 @@ func TestReplayKafkaBrokerStopped(t *testing.T) {
 	got := map[string][]string{}
 	partition := map[string]int32{}
 	total := 0
+	real := append(labFlowAddrs(0, 200), labFlowAddrs(1000, 200)...)
 	for p, recs := range k.ReadAll(t, topic) {
 		for _, r := range recs {
+			if leaks := testutil.Leaks(string(r.Key)+" "+string(r.Value), real...); len(leaks) > 0 {
+				t.Fatalf("message %q %q shows real addresses %v", r.Key, r.Value, leaks)
+			}
 			key := string(r.Key)
 			if q, ok := partition[key]; ok && q != p && key != "" {
 				t.Fatalf("connection %q in partitions %d and %d", key, q, p)
@@ -158,4 +182,181 @@ func TestReplayKafkaBrokerStopped(t *testing.T) {
 		}
 	}
 	t.Logf("%d records (%d connections) in the topic exactly once, each connection's in file order, after %v without broker", total, len(want)-1, brokerDowntime)
+}
+
+// promExpect is what the aggregated records of the file say about one
+// prefix: sample count and native histogram buckets (upper bound ->
+// count), each kernel bin in the bucket of its midpoint.
+type promExpect struct {
+	count  uint64
+	native map[float64]uint64
+}
+
+// fileAggregates sums the aggregated records of a jsonl file by prefix.
+func fileAggregates(t *testing.T, path string) map[string]*promExpect {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*promExpect{}
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var r struct {
+			Type      string
+			IPPrefix  string `json:"ip_prefix"`
+			Count     uint64 `json:"count_rtt"`
+			Histogram [][3]*uint64
+		}
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if r.Type != "aggregate" {
+			continue
+		}
+		e := out[r.IPPrefix]
+		if e == nil {
+			e = &promExpect{native: map[float64]uint64{}}
+			out[r.IPPrefix] = e
+		}
+		e.count += r.Count
+		for _, bin := range r.Histogram {
+			mid := float64(*bin[0]) / 1e9
+			if bin[1] != nil {
+				mid = (float64(*bin[0]) + float64(*bin[1])) / 2e9
+			}
+			// Native schema 4: bucket (2^((i-1)/16), 2^(i/16)].
+			up := math.Pow(2, math.Ceil(math.Log2(mid)*16)/16)
+			e.native[up] += *bin[2]
+		}
+	}
+	return out
+}
+
+// TestMonitorMetricsPrometheus runs a live monitor in aggregated mode
+// (1 s intervals, addresses anonymized as prefixes) on the lab's middlebox
+// writing jsonl files and serving /metrics, which a real Prometheus server
+// scrapes every second. Once the traffic has stopped, Prometheus's query
+// API returns for every prefix the histogram count of the file's
+// aggregated records, and each native bucket their bins' counts; /metrics
+// shows no real prefix.
+func TestMonitorMetricsPrometheus(t *testing.T) {
+	l := needCLILab(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	prom := testservers.StartPrometheus(t, addr)
+	out := filepath.Join(t.TempDir(), "agg.jsonl")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cliBin, "monitor", "--netns", l.Middlebox.Name, "-i", l.MiddleboxClientIf,
+		"-T", "-C", "--aggregate", "1s", "-F", "jsonl", "-w", out, "--metrics-addr", addr,
+		"--anonymize", "pfx", "--anon-key-file", writeKey(t, 32))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	time.Sleep(700 * time.Millisecond) // attach
+	sink, err := traffic.NewManySink(l.Servers[0], l.ServerAddr4[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	flows, err := traffic.StartManyFlows(ctx, l.Client, sink.Addr(), traffic.ManyFlowsOptions{Flows: 3, WriteSize: 100, RateBytesPerSec: 30_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dst := range []netip.Addr{l.ServerAddr4[0], l.ServerAddr6[0]} {
+		if _, err := traffic.Ping(ctx, l.Client, dst, 5, 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := flows.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // two more intervals: the last samples are in the file
+	want := fileAggregates(t, out)
+	var samples uint64
+	for _, e := range want {
+		samples += e.count
+	}
+	if samples == 0 {
+		t.Fatalf("no RTT sample in the aggregated records:\n%v\n%s", want, stderr.String())
+	}
+	// Wait (for a scrape after the last record) until Prometheus has
+	// every prefix's count; the limit only turns a mismatch into a failure.
+	var got map[string]float64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		res, err := prom.Query(ctx, "histogram_count(rttscope_rtt_seconds)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = map[string]float64{}
+		for _, s := range res {
+			got[s.Metric["prefix"]] = s.Value
+		}
+		same := len(got) == len(want)
+		for p, e := range want {
+			same = same && got[p] == float64(e.count)
+		}
+		if same {
+			break
+		}
+		if time.Now().After(deadline) {
+			r, _ := http.Get("http://" + addr + "/metrics")
+			if r != nil {
+				b, _ := io.ReadAll(r.Body)
+				t.Logf("/metrics:\n%s", b)
+			}
+			t.Fatalf("Prometheus has histogram counts %v, the file's aggregated records %v; targets %s", got, want, prom.TargetHealth())
+		}
+	}
+	res, err := prom.Query(ctx, "rttscope_rtt_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res {
+		p := s.Metric["prefix"]
+		if s.Histogram == nil {
+			t.Fatalf("%s: not a native histogram: %+v", p, s)
+		}
+		buckets := map[float64]uint64{}
+		for _, b := range s.Histogram.Buckets {
+			// Bounds are powers of 2^(1/16): match the computed ones
+			// up to float rounding.
+			up := math.Pow(2, math.Round(math.Log2(b.Upper)*16)/16)
+			buckets[up] = uint64(b.Count)
+		}
+		if fmt.Sprint(buckets) != fmt.Sprint(want[p].native) {
+			t.Errorf("%s: Prometheus native buckets %v, file %v", p, buckets, want[p].native)
+		}
+	}
+	// No real prefix in what Prometheus scrapes.
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, a := range labAddrs(l) {
+		bits := 48
+		if a.Is4() {
+			bits = 24
+		}
+		real := netip.PrefixFrom(a, bits).Masked().String()
+		if strings.Contains(string(body), `prefix="`+real+`"`) {
+			t.Errorf("/metrics shows the real prefix %s", real)
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("monitor: %v\n%s", err, stderr.String())
+	}
+	t.Logf("%d samples in %d prefixes: Prometheus's counts and native buckets equal the aggregated records %v", samples, len(want), got)
 }

@@ -70,10 +70,14 @@ func nativeIndex(v float64) int {
 // and native ones (a server that takes native histograms uses those).
 func (h *rttHistogram) metric(desc *prometheus.Desc, bounds []float64, created time.Time, labels ...string) prometheus.Metric {
 	m := &dto.Histogram{
-		SampleCount:      proto.Uint64(h.count),
-		SampleSum:        proto.Float64(h.sum.Seconds()),
-		Schema:           proto.Int32(NativeSchema),
-		ZeroThreshold:    proto.Float64(0),
+		SampleCount: proto.Uint64(h.count),
+		SampleSum:   proto.Float64(h.sum.Seconds()),
+		Schema:      proto.Int32(NativeSchema),
+		// A zero threshold above 0 (client_golang's default, 2^-128 s:
+		// no RTT is that small) marks the histogram as native even
+		// when it has no bucket yet: Prometheus 2.42 (Debian 12) reads
+		// an empty one as classic, and with it the whole family.
+		ZeroThreshold:    proto.Float64(prometheus.DefNativeHistogramZeroThreshold),
 		ZeroCount:        proto.Uint64(0),
 		CreatedTimestamp: timestamppb.New(created),
 	}
@@ -83,11 +87,6 @@ func (h *rttHistogram) metric(desc *prometheus.Desc, bounds []float64, created t
 		m.Bucket = append(m.Bucket, &dto.Bucket{UpperBound: proto.Float64(ub), CumulativeCount: proto.Uint64(cum)})
 	}
 	m.PositiveSpan, m.PositiveDelta = spans(h.native)
-	if len(m.PositiveSpan) == 0 {
-		// An empty native histogram needs a span to be told from a
-		// classic one.
-		m.PositiveSpan = []*dto.BucketSpan{{Offset: proto.Int32(0), Length: proto.Uint32(0)}}
-	}
 	return &histogramMetric{desc: desc, h: m, labels: prometheus.MakeLabelPairs(desc, labels)}
 }
 

@@ -209,3 +209,24 @@ func number(v any) (float64, error) {
 	}
 	return strconv.ParseFloat(s, 64)
 }
+
+// TargetHealth returns the health and last error of each target, for
+// failure messages.
+func (p *Prometheus) TargetHealth() string {
+	resp, err := http.Get(p.URL + "/api/v1/targets")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct {
+			ActiveTargets []struct {
+				ScrapeURL, Health, LastError string
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%+v", r.Data.ActiveTargets)
+}
