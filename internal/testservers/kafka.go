@@ -2,13 +2,11 @@ package testservers
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -28,19 +26,27 @@ func kafkaLibs() string {
 	return "/var/cache/rttscope/kafka/" + KafkaVersion + "/lib"
 }
 
-// Kafka is a single-node broker (broker and KRaft controller in one JVM).
+// Kafka is a single-node broker (broker and KRaft controller in one JVM)
+// run by scripts/kafka/broker.sh.
 type Kafka struct {
 	// Addr is the PLAINTEXT listener, 127.0.0.1:PORT.
-	Addr string
-	t    testing.TB
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	Addr  string
+	t     testing.TB
+	dir   string
+	cport int
+	cmd   *exec.Cmd
+	done  chan struct{}
 }
 
-// StartKafka formats a log directory and starts a broker on it, waiting
-// until it accepts connections. The broker is killed at the end of the
-// test.
+// brokerScript is scripts/kafka/broker.sh of this source tree.
+func brokerScript() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", "kafka", "broker.sh")
+}
+
+// StartKafka starts a broker with a log directory of its own on free
+// ports, waiting until it accepts connections. The broker is killed at the
+// end of the test.
 func StartKafka(t testing.TB) *Kafka {
 	t.Helper()
 	libs := kafkaLibs()
@@ -50,46 +56,11 @@ func StartKafka(t testing.TB) *Kafka {
 	if _, err := exec.LookPath("java"); err != nil {
 		missing(t, "no java")
 	}
-	k := &Kafka{t: t, dir: t.TempDir()}
-	port, cport := freePort(t), freePort(t)
-	k.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	props := fmt.Sprintf(`process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:%d
-listeners=PLAINTEXT://%s,CONTROLLER://127.0.0.1:%d
-advertised.listeners=PLAINTEXT://%s
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs=%s
-num.partitions=4
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
-auto.create.topics.enable=false
-`, cport, k.Addr, cport, k.Addr, filepath.Join(k.dir, "data"))
-	if err := os.WriteFile(filepath.Join(k.dir, "server.properties"), []byte(props), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	id := make([]byte, 16)
-	_, _ = rand.Read(id)
-	format := k.java("kafka.tools.StorageTool", "format", "-t", base64.RawURLEncoding.EncodeToString(id), "-c", filepath.Join(k.dir, "server.properties"))
-	if out, err := format.CombinedOutput(); err != nil {
-		t.Fatalf("kafka storage format: %v\n%s", err, out)
-	}
+	k := &Kafka{t: t, dir: t.TempDir(), cport: freePort(t)}
+	k.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	k.Start()
 	t.Cleanup(k.kill)
 	return k
-}
-
-// java returns the command running class with the Kafka jars.
-func (k *Kafka) java(class string, args ...string) *exec.Cmd {
-	a := []string{"-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-		"-Dlog4j2.level=warn", "-cp", filepath.Join(kafkaLibs(), "*"), class}
-	return exec.Command("java", append(a, args...)...)
 }
 
 // Start starts the broker (again, after Stop) and waits until its
@@ -101,7 +72,9 @@ func (k *Kafka) Start() {
 		k.t.Fatal(err)
 	}
 	defer log.Close()
-	k.cmd = k.java("kafka.Kafka", filepath.Join(k.dir, "server.properties"))
+	_, port, _ := net.SplitHostPort(k.Addr)
+	k.cmd = exec.Command(brokerScript(), k.dir, port, strconv.Itoa(k.cport))
+	k.cmd.Env = append(os.Environ(), "RTTSCOPE_KAFKA_LIBS="+kafkaLibs())
 	k.cmd.Stdout, k.cmd.Stderr = log, log
 	if err := k.cmd.Start(); err != nil {
 		k.t.Fatal(err)
@@ -162,4 +135,22 @@ func (k *Kafka) Log() string {
 		b = b[len(b)-8000:]
 	}
 	return string(b)
+}
+
+// TopicBytes is the size of the topic's log segments on the broker's disk.
+func (k *Kafka) TopicBytes(t testing.TB, topic string) int64 {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(k.dir, "data", topic+"-*", "*.log"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no log segments of %s: %v", topic, err)
+	}
+	var n int64
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += st.Size()
+	}
+	return n
 }
