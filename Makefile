@@ -104,10 +104,14 @@ vmtest:
 	VM_KERNELS="$(VM_KERNELS)" VM_PKGS="$(VM_PKGS)" ./scripts/vmtests.sh
 
 ## bench: per-packet BPF cost and overhead, then the PDM programs' cost and
-##        TCP throughput with PDM off/on; results under bench/results/
+##        TCP throughput with PDM off/on (results under bench/results/), then
+##        events/s and bytes/sample of each sink: files, Kafka (a real broker),
+##        metrics (docs/files.md, docs/sinks.md)
 bench:
 	$(GO) run ./cmd/rttscope bench
 	$(GO) run ./cmd/rttscope pdm bench
+	$(GO) test -run '^$$' -bench 'FileSinks' -benchtime 1000000x ./internal/parquetout
+	$(GO) test -run '^$$' -bench 'Sinks|MetricsAggregates' -benchtime 300000x ./internal/sink
 
 ## demo: build a namespace lab with two paths and show rttscope measuring them
 demo: build
