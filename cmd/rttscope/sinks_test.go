@@ -364,3 +364,34 @@ func TestMonitorMetricsPrometheus(t *testing.T) {
 	}
 	t.Logf("%d samples in %d prefixes: Prometheus's counts and native buckets equal the aggregated records %v", samples, len(want), got)
 }
+
+// TestSinkUsageErrors checks the refusals of bad sink flags: exit 2, one
+// line naming the flag, nothing created.
+func TestSinkUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kafka", "topic=t", "x.pcap"}, "--kafka: brokers=HOST:PORT is missing"},
+		{[]string{"--kafka", "brokers=h:1", "x.pcap"}, "topic=NAME is missing"},
+		{[]string{"--kafka", "brokers=h:1,topic=t,format=avro", "x.pcap"}, `format="avro": want jsonl or protobuf`},
+		{[]string{"--kafka", "brokers=h:1,topic=t,colour=red", "x.pcap"}, `unknown key "colour"`},
+		{[]string{"--kafka", "brokers=h:1,topic=t,sasl=plain", "x.pcap"}, "sasl needs sasl-user and sasl-password-file"},
+		{[]string{"--kafka", "brokers=h:1,topic=t", "--spool-size", "0", "x.pcap"}, "kafka=spool needs --spool-size > 0"},
+		{[]string{"--spool-size", "1M", "x.pcap"}, "--spool-size needs --kafka"},
+		{[]string{"--sink-policy", "files=spool", "x.pcap"}, "only kafka spools"},
+		{[]string{"--sink-policy", "printer=drop", "x.pcap"}, `unknown sink "printer"`},
+		{[]string{"--sink-policy", "metrics=lose", "x.pcap"}, `invalid sink policy "lose"`},
+		{[]string{"--metrics-max-prefixes", "5", "x.pcap"}, "--metrics-max-prefixes needs --metrics-addr"},
+		{[]string{"--metrics-addr", "127.0.0.1:0", "--metrics-max-prefixes", "0", "x.pcap"}, "at least 1"},
+	} {
+		err := runReplayArgs(t, append([]string{"-w", filepath.Join(dir, "out")}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || exitCode(err) != 2 || strings.Contains(err.Error(), "\n") {
+			t.Errorf("replay %v: %v (exit %d), want a one-line usage error with %q", tc.args, err, exitCode(err), tc.want)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("refused runs created files: %v", ents)
+	}
+}

@@ -85,13 +85,16 @@ func ParseSpec(spec string) (Options, error) {
 		SpoolDir: os.TempDir(), CloseTimeout: DefaultCloseTimeout}
 	last := ""
 	for part := range strings.SplitSeq(spec, ",") {
+		if part == "" {
+			continue
+		}
 		k, v, hasValue := strings.Cut(part, "=")
 		if !hasValue {
 			switch {
 			case part == "tls":
 				o.TLS, last = true, ""
 				continue
-			case last == "brokers" && part != "":
+			case last == "brokers":
 				o.Brokers = append(o.Brokers, part)
 				continue
 			}
@@ -157,37 +160,32 @@ func (o *Options) set(k, v string) error {
 
 func oneOf(p *string, k, v string, names []string) error {
 	if err := flagval.OneOf(p, names...).Set(v); err != nil {
-		msg, _ := flagval.Message(err)
-		return fmt.Errorf("%s=%q: %s", k, v, msg)
+		return fmt.Errorf("%s=%q: %w", k, v, err)
 	}
 	return nil
 }
 
-// Validate reports what is missing or does not go together.
+// Validate reports the first thing missing or not going together.
 func (o *Options) Validate() error {
-	var errs []error
 	if len(o.Brokers) == 0 {
-		errs = append(errs, errors.New("brokers=HOST:PORT is missing"))
+		return errors.New("brokers=HOST:PORT is missing")
 	}
 	for _, b := range o.Brokers {
 		if !strings.Contains(b, ":") {
-			errs = append(errs, fmt.Errorf("broker %q: want HOST:PORT", b))
+			return fmt.Errorf("broker %q: want HOST:PORT", b)
 		}
 	}
-	if o.Topic == "" {
-		errs = append(errs, errors.New("topic=NAME is missing"))
+	switch {
+	case o.Topic == "":
+		return errors.New("topic=NAME is missing")
+	case (o.TLSCert == "") != (o.TLSKey == ""):
+		return errors.New("tls-cert and tls-key go together")
+	case o.SASL != "" && (o.SASLUser == "" || o.SASLPasswordFile == ""):
+		return errors.New("sasl needs sasl-user and sasl-password-file")
+	case o.SASL == "" && (o.SASLUser != "" || o.SASLPasswordFile != ""):
+		return errors.New("sasl-user and sasl-password-file need sasl=MECHANISM")
+	case o.SpoolSize < 0:
+		return errors.New("--spool-size must not be negative")
 	}
-	if (o.TLSCert == "") != (o.TLSKey == "") {
-		errs = append(errs, errors.New("tls-cert and tls-key go together"))
-	}
-	if o.SASL != "" && (o.SASLUser == "" || o.SASLPasswordFile == "") {
-		errs = append(errs, errors.New("sasl needs sasl-user and sasl-password-file"))
-	}
-	if o.SASL == "" && (o.SASLUser != "" || o.SASLPasswordFile != "") {
-		errs = append(errs, errors.New("sasl-user and sasl-password-file need sasl=MECHANISM"))
-	}
-	if o.SpoolSize < 0 {
-		errs = append(errs, errors.New("--spool-size must not be negative"))
-	}
-	return errors.Join(errs...)
+	return nil
 }
