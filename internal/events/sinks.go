@@ -1,5 +1,40 @@
 package events
 
+import "slices"
+
+// SinkReport is the stats record's part about the output sinks.
+type SinkReport struct {
+	// List has one entry per sink, in the order they were given.
+	List []SinkStats
+}
+
+// SinkList returns the sinks' counters of s (nil without them).
+func (s *Stats) SinkList() []SinkStats {
+	if s.Sinks == nil {
+		return nil
+	}
+	return s.Sinks.List
+}
+
+// Clone returns a deep copy of s (Process, BPF and Sinks are owned by
+// the record: a writer that keeps a record past the call keeps a clone).
+func (s *Stats) Clone() *Stats {
+	c := *s
+	if s.Process != nil {
+		p := *s.Process
+		c.Process = &p
+	}
+	if s.BPF != nil {
+		b := *s.BPF
+		b.Programs = slices.Clone(b.Programs)
+		c.BPF = &b
+	}
+	if s.Sinks != nil {
+		c.Sinks = &SinkReport{List: slices.Clone(s.Sinks.List)}
+	}
+	return &c
+}
+
 // SinkStats counts what one output sink (files, Kafka, metrics) did with
 // the records handed to it since the run started (docs/sinks.md). Every
 // record given to a sink is, at any time, written, waiting in its queue,

@@ -180,8 +180,9 @@ func appendStatsLine(b []byte, s *events.Stats, loc *time.Location) []byte {
 			b = appendNsOrDash(b, v, ok)
 		}
 	}
-	for i := range s.Sinks {
-		k := &s.Sinks[i]
+	sinks := s.SinkList()
+	for i := range sinks {
+		k := &sinks[i]
 		for _, c := range sinkCounters(k) {
 			b = append(b, ' ')
 			b = append(b, k.Name...)
@@ -408,15 +409,15 @@ func appendStatsJSON(b []byte, s *events.Stats) []byte {
 			b = append(b, ']')
 		}
 	}
-	if len(s.Sinks) > 0 {
+	if sinks := s.SinkList(); len(sinks) > 0 {
 		b = append(b, ',')
 		b = appendKey(b, "sinks")
 		b = append(b, '[')
-		for i := range s.Sinks {
+		for i := range sinks {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendSinkJSON(b, &s.Sinks[i])
+			b = appendSinkJSON(b, &sinks[i])
 		}
 		b = append(b, ']')
 	}

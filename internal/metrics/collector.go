@@ -131,8 +131,9 @@ func collectStats(ch chan<- prometheus.Metric, st *events.Stats) {
 			}
 		}
 	}
-	for i := range st.Sinks {
-		k := &st.Sinks[i]
+	sinks := st.SinkList()
+	for i := range sinks {
+		k := &sinks[i]
 		ch <- prometheus.MustNewConstMetric(sinkRecordsDesc, prometheus.CounterValue, float64(k.Records), k.Name)
 		ch <- prometheus.MustNewConstMetric(sinkDroppedDesc, prometheus.CounterValue, float64(k.Dropped), k.Name)
 		ch <- prometheus.MustNewConstMetric(sinkQueuedDesc, prometheus.GaugeValue, float64(k.Queued), k.Name)

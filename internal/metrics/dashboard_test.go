@@ -37,7 +37,7 @@ func TestDashboardUsesServedMetrics(t *testing.T) {
 	_ = s.WriteAggregate(aggregate("10.1.0.0/24", time.Millisecond))
 	_ = s.WriteStats(&events.Stats{Process: &events.ProcessStats{},
 		BPF:   &events.BPFStats{Enabled: true, Programs: []events.ProgramStats{{Name: "tc_ingress", RunCount: 1, IntervalRunCount: 1}}},
-		Sinks: []events.SinkStats{{Name: "kafka"}}})
+		Sinks: &events.SinkReport{List: []events.SinkStats{{Name: "kafka"}}}})
 	fams, _ := scrape(t, s)
 	served := map[string]bool{}
 	for name, f := range fams {

@@ -142,20 +142,10 @@ func addTraffic(to, t *events.Traffic) {
 // WriteStats implements format.Writer: the record is what the
 // self-telemetry series show until the next one.
 func (s *Sink) WriteStats(st *events.Stats) error {
-	c := *st
-	if st.Process != nil {
-		p := *st.Process
-		c.Process = &p
-	}
-	if st.BPF != nil {
-		b := *st.BPF
-		b.Programs = append([]events.ProgramStats(nil), b.Programs...)
-		c.BPF = &b
-	}
-	c.Sinks = append([]events.SinkStats(nil), st.Sinks...)
+	c := st.Clone()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stats = &c
+	s.stats = c
 	return nil
 }
 

@@ -220,7 +220,7 @@ func TestMetricsSelfTelemetry(t *testing.T) {
 	st := &events.Stats{Packets: 1234, RingbufFull: 5, FlowMapFull: 6, FlowsEvicted: 7, Flows: 8,
 		Process: &events.ProcessStats{CPUUser: 1500 * time.Millisecond, RSS: 40 << 20},
 		BPF:     &events.BPFStats{Enabled: true, Programs: []events.ProgramStats{{Name: "tc_ingress", RunCount: 10, RunTime: 2 * time.Microsecond, IntervalRunCount: 4, IntervalRunTime: 800 * time.Nanosecond}}},
-		Sinks:   []events.SinkStats{{Name: "kafka", Policy: "spool", Records: 100, Dropped: 3, Produced: 97, Acked: 90, Spooled: 20}}}
+		Sinks:   &events.SinkReport{List: []events.SinkStats{{Name: "kafka", Policy: "spool", Records: 100, Dropped: 3, Produced: 97, Acked: 90, Spooled: 20}}}}
 	if err := s.WriteStats(st); err != nil {
 		t.Fatal(err)
 	}

@@ -92,8 +92,9 @@ func (c *Encoder) Stats(s *events.Stats) *Record {
 				IntervalRunCount: g.IntervalRunCount, IntervalRunTimeNs: int64(g.IntervalRunTime)})
 		}
 	}
-	for i := range s.Sinks {
-		k := &s.Sinks[i]
+	sinks := s.SinkList()
+	for i := range sinks {
+		k := &sinks[i]
 		p.Sinks = append(p.Sinks, &Sink{Name: k.Name, Policy: k.Policy, Records: k.Records, Queued: k.Queued,
 			Dropped: k.Dropped, Produced: k.Produced, Acked: k.Acked, Spooled: k.Spooled})
 	}

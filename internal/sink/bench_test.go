@@ -193,4 +193,3 @@ func BenchmarkMetricsAggregates(b *testing.B) {
 	resp.Body.Close()
 	b.ReportMetric(float64(len(body))/float64(min(n, len(recs))), "scrape-bytes/prefix")
 }
-

@@ -105,7 +105,8 @@ func (f *Fanout) WriteFlow(e *events.FlowEvent) error {
 // WriteStats implements format.Writer: each sink gets the record with
 // every sink's counters (Sinks) as they are now.
 func (f *Fanout) WriteStats(s *events.Stats) error {
-	c := copyStats(s, f.Stats())
+	c := s.Clone()
+	c.Sinks = &events.SinkReport{List: f.Stats()}
 	return f.each(Stats, func(it *item) { it.other = c })
 }
 

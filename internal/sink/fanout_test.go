@@ -169,8 +169,9 @@ func TestFanoutStatsAndKinds(t *testing.T) {
 		t.Fatalf("routing: all %d rtt %d agg; some %d rtt %d agg %d stats", len(all.rtts), all.aggs, len(some.rtts), some.aggs, len(some.stats))
 	}
 	s := all.stats[0]
-	if s.Packets != 7 || len(s.Sinks) != 2 || s.Sinks[0].Name != "files" || s.Sinks[0].Records != 4 ||
-		s.Sinks[1].Policy != "spool" || s.Sinks[1].Records != 1 || s.Sinks[1].Acked != 42 {
+	sinks := s.SinkList()
+	if s.Packets != 7 || len(sinks) != 2 || sinks[0].Name != "files" || sinks[0].Records != 4 ||
+		sinks[1].Policy != "spool" || sinks[1].Records != 1 || sinks[1].Acked != 42 {
 		t.Fatalf("stats record: %+v", s)
 	}
 	var buf bytes.Buffer

@@ -64,22 +64,6 @@ func (it *item) write(w format.Writer) error {
 	return nil
 }
 
-// copyStats returns a deep copy of s with sinks as its Sinks.
-func copyStats(s *events.Stats, sinks []events.SinkStats) *events.Stats {
-	c := *s
-	if s.Process != nil {
-		p := *s.Process
-		c.Process = &p
-	}
-	if s.BPF != nil {
-		b := *s.BPF
-		b.Programs = slices.Clone(b.Programs)
-		c.BPF = &b
-	}
-	c.Sinks = sinks
-	return &c
-}
-
 // copyAggregate returns a deep copy of a.
 func copyAggregate(a *events.Aggregate) *events.Aggregate {
 	c := *a
