@@ -116,7 +116,7 @@ func TestReplayKafkaBrokerStopped(t *testing.T) {
 	time.Sleep(time.Until(stopped.Add(brokerDowntime)))
 	spoolFiles, _ := filepath.Glob(filepath.Join(dir, "rttscope-kafka-spool-*"))
 	k.Start()
-	stdin.Close()
+	_ = stdin.Close() // the end of input ends the replay
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("replay: %v\n%s", err, stderr.String())
 	}
@@ -249,7 +249,7 @@ func TestMonitorMetricsPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	ln.Close()
+	_ = ln.Close() // the port is free for the monitor
 	prom := testservers.StartPrometheus(t, addr)
 	out := filepath.Join(t.TempDir(), "agg.jsonl")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -313,7 +313,7 @@ func TestMonitorMetricsPrometheus(t *testing.T) {
 			r, _ := http.Get("http://" + addr + "/metrics")
 			if r != nil {
 				b, _ := io.ReadAll(r.Body)
-				r.Body.Close()
+				_ = r.Body.Close()
 				t.Logf("/metrics:\n%s", b)
 			}
 			t.Fatalf("Prometheus has histogram counts %v, the file's aggregated records %v; targets %s", got, want, prom.TargetHealth())
@@ -345,7 +345,7 @@ func TestMonitorMetricsPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	for _, a := range labAddrs(l) {
 		bits := 48
 		if a.Is4() {

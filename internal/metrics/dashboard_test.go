@@ -33,7 +33,7 @@ func TestDashboardUsesServedMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	_ = s.WriteAggregate(aggregate("10.1.0.0/24", time.Millisecond))
 	_ = s.WriteStats(&events.Stats{Process: &events.ProcessStats{},
 		BPF:   &events.BPFStats{Enabled: true, Programs: []events.ProgramStats{{Name: "tc_ingress", RunCount: 1, IntervalRunCount: 1}}},

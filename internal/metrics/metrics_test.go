@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -57,12 +58,12 @@ func scrape(t *testing.T, s *Sink) (map[string]*dto.MetricFamily, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
 	fams := map[string]*dto.MetricFamily{}
 	for {
 		var f dto.MetricFamily
-		if err := dec.Decode(&f); err == io.EOF {
+		if err := dec.Decode(&f); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatal(err)
@@ -73,7 +74,7 @@ func scrape(t *testing.T, s *Sink) (map[string]*dto.MetricFamily, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tresp.Body.Close()
+	defer func() { _ = tresp.Body.Close() }()
 	text, _ := io.ReadAll(tresp.Body)
 	return fams, string(text)
 }
@@ -130,7 +131,7 @@ func TestMetricsHistogramsAndOverflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	ms := time.Millisecond
 	recs := []*events.Aggregate{
 		aggregate("10.1.0.0/24", 3*ms, 3*ms, 12*ms, 700*time.Microsecond),
@@ -216,7 +217,7 @@ func TestMetricsSelfTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	st := &events.Stats{Packets: 1234, RingbufFull: 5, FlowMapFull: 6, FlowsEvicted: 7, Flows: 8,
 		Process: &events.ProcessStats{CPUUser: 1500 * time.Millisecond, RSS: 40 << 20},
 		BPF:     &events.BPFStats{Enabled: true, Programs: []events.ProgramStats{{Name: "tc_ingress", RunCount: 10, RunTime: 2 * time.Microsecond, IntervalRunCount: 4, IntervalRunTime: 800 * time.Nanosecond}}},
@@ -258,7 +259,7 @@ func TestMetricsAddressTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	if _, err := New(Options{Addr: s.Addr().String(), MaxPrefixes: 1}); err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
 		t.Fatalf("second sink on %s: %v", s.Addr(), err)
 	}

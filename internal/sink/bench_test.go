@@ -164,7 +164,7 @@ func BenchmarkMetricsAggregates(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer m.Close()
+	defer func() { _ = m.Close() }()
 	recs := make([]events.Aggregate, 1000)
 	for i := range recs {
 		a := &recs[i]
@@ -190,6 +190,6 @@ func BenchmarkMetricsAggregates(b *testing.B) {
 		b.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	b.ReportMetric(float64(len(body))/float64(min(n, len(recs))), "scrape-bytes/prefix")
 }

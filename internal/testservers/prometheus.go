@@ -74,7 +74,7 @@ scrape_configs:
 	for {
 		resp, err := http.Get(p.URL + "/-/ready")
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return p
 			}
@@ -127,7 +127,7 @@ func (p *Prometheus) Query(ctx context.Context, q string) ([]Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, err
@@ -217,7 +217,7 @@ func (p *Prometheus) TargetHealth() string {
 	if err != nil {
 		return err.Error()
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var r struct {
 		Data struct {
 			ActiveTargets []struct {
