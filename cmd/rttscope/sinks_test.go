@@ -24,10 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/capture"
 	"github.com/rttscope/rttscope/internal/testservers"
 	"github.com/rttscope/rttscope/internal/testutil"
-	"github.com/rttscope/rttscope/internal/traffic"
 )
 
 // brokerDowntime is how long TestReplayKafkaBrokerStopped keeps the broker
@@ -80,30 +78,11 @@ func TestReplayKafkaBrokerStopped(t *testing.T) {
 	const topic = "rtt-site1"
 	k.CreateTopic(t, topic, 4)
 	dir := t.TempDir()
-	a := labFrames(0, 200, 5)
-	b := labFrames(1000, 200, 5)
-	opts := capture.PcapOptions{LinkType: capture.LinkTypeEthernet, Nanosecond: true}
-	var bufA, bufAB bytes.Buffer
-	if err := capture.EncodePcap(&bufA, opts, a); err != nil {
-		t.Fatal(err)
-	}
-	if err := capture.EncodePcap(&bufAB, opts, append(slices.Clone(a), b...)); err != nil {
-		t.Fatal(err)
-	}
+	bufA, bufAB := twoPartCapture(t, 200)
 	out := filepath.Join(dir, "rtt.jsonl")
-	cmd := exec.Command(cliBin, "replay", "-r", "0", "--local-net", "10.1.0.0/16", "--workers", "1", "--stats",
+	cmd, stdin, stderr := startReplayPipe(t, "-r", "0", "--local-net", "10.1.0.0/16", "--workers", "1", "--stats",
 		"-F", "jsonl", "-w", out, "--anonymize", "pfx", "--anon-key-file", writeKey(t, 32),
-		"--kafka", "brokers="+k.Addr+",topic="+topic+",buffer=200,spool-dir="+dir, "-")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		"--kafka", "brokers="+k.Addr+",topic="+topic+",buffer=200,spool-dir="+dir)
 	if _, err := stdin.Write(bufA.Bytes()); err != nil {
 		t.Fatal(err)
 	}
@@ -264,23 +243,7 @@ func TestMonitorMetricsPrometheus(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	time.Sleep(700 * time.Millisecond) // attach
-	sink, err := traffic.NewManySink(l.Servers[0], l.ServerAddr4[0], 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
-	flows, err := traffic.StartManyFlows(ctx, l.Client, sink.Addr(), traffic.ManyFlowsOptions{Flows: 3, WriteSize: 100, RateBytesPerSec: 30_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dst := range []netip.Addr{l.ServerAddr4[0], l.ServerAddr6[0]} {
-		if _, err := traffic.Ping(ctx, l.Client, dst, 5, 100*time.Millisecond); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := flows.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	labTraffic(ctx, t, l)
 	time.Sleep(2500 * time.Millisecond) // two more intervals: the last samples are in the file
 	want := fileAggregates(t, out)
 	var samples uint64
