@@ -39,7 +39,9 @@ even on kill -9. On kernels before 6.6 the legacy clsact attach is used
 		Example: `  rttscope monitor -i eth0
   rttscope monitor -i eth0 -i eth1 -C -F json -w /var/log/rtt.json
   rttscope monitor -i eth0 -r 0 -F ppviz > rtt.ppviz
-  rttscope monitor --netns mylab-mb -i veth1 -I xdp`,
+  rttscope monitor --netns mylab-mb -i veth1 -I xdp
+  rttscope monitor -i eth0 --aggregate 10s -F parquet -w /var/log/rtt/rtt.parquet \
+      --kafka brokers=k1:9092,topic=rtt-site1 --metrics-addr :9464 --anonymize pfx`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.BPF, opts.Report = so.BPF, so.Report

@@ -193,3 +193,32 @@ func BenchmarkMetricsAggregates(b *testing.B) {
 	_ = resp.Body.Close()
 	b.ReportMetric(float64(len(body))/float64(min(n, len(recs))), "scrape-bytes/prefix")
 }
+
+// discard is a sink writer that does nothing: what the queue alone costs.
+type discard struct{ format.Writer }
+
+func (discard) WriteRTT(*events.RTT) error { return nil }
+func (discard) Flush() error               { return nil }
+func (discard) Close() error               { return nil }
+
+// BenchmarkFanoutOverhead is the cost of a Fanout's queue per record and
+// sink: samples into one and into three sinks that discard them.
+func BenchmarkFanoutOverhead(b *testing.B) {
+	for _, n := range []int{1, 3} {
+		b.Run(fmt.Sprintf("%d-sinks", n), func(b *testing.B) {
+			null, err := format.New("jsonl", io.Discard, format.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var sinks []sink.Sink
+			for i := range n {
+				sinks = append(sinks, sink.Sink{Name: fmt.Sprint(i), Writer: discard{null}})
+			}
+			f, err := sink.New(sink.DefaultQueue, sinks...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, f)
+		})
+	}
+}
