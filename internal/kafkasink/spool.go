@@ -2,6 +2,7 @@ package kafkasink
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,7 +30,14 @@ type spool struct {
 	size, read, written int64
 	n                   int // messages waiting
 	hdr                 [8]byte
+	// rbuf holds the file from offset rpos on: messages are read from
+	// the file in chunks, not two reads each.
+	rbuf []byte
+	rpos int64
 }
+
+// readChunk is how much of the file next reads at once.
+const readChunk = 256 << 10
 
 // newSpool creates the spool file in dir; limit bounds its size.
 func newSpool(dir string, limit int64) (*spool, error) {
@@ -64,21 +72,19 @@ func (s *spool) next() (key, value []byte, ok bool, err error) {
 	if s.n == 0 {
 		return nil, nil, false, nil
 	}
-	if s.written < s.size {
-		if err := s.w.Flush(); err != nil {
-			return nil, nil, false, fmt.Errorf("kafka spool: %w", err)
-		}
-		s.written = s.size
+	hdr, err := s.bytes(int64(len(s.hdr)))
+	if err != nil {
+		return nil, nil, false, err
 	}
-	if _, err := s.f.ReadAt(s.hdr[:], s.read); err != nil {
-		return nil, nil, false, fmt.Errorf("kafka spool: %w", err)
+	kl, vl := binary.LittleEndian.Uint32(hdr[:4]), binary.LittleEndian.Uint32(hdr[4:])
+	s.read += int64(len(s.hdr))
+	msg, err := s.bytes(int64(kl) + int64(vl))
+	if err != nil {
+		return nil, nil, false, err
 	}
-	kl, vl := binary.LittleEndian.Uint32(s.hdr[:4]), binary.LittleEndian.Uint32(s.hdr[4:])
-	buf := make([]byte, int(kl)+int(vl))
-	if _, err := s.f.ReadAt(buf, s.read+int64(len(s.hdr))); err != nil && !errors.Is(err, io.EOF) {
-		return nil, nil, false, fmt.Errorf("kafka spool: %w", err)
-	}
-	s.read += int64(len(s.hdr)) + int64(len(buf))
+	s.read += int64(len(msg))
+	// A copy: the client keeps the message until the brokers answer.
+	buf := bytes.Clone(msg)
 	s.n--
 	if s.n == 0 {
 		if err := s.reset(); err != nil {
@@ -92,9 +98,34 @@ func (s *spool) next() (key, value []byte, ok bool, err error) {
 	return key, value, true, nil
 }
 
+// bytes returns the n bytes of the file at s.read, valid until the next
+// call; it writes out what w buffers and reads a chunk when needed.
+func (s *spool) bytes(n int64) ([]byte, error) {
+	if s.read >= s.rpos && s.read+n <= s.rpos+int64(len(s.rbuf)) {
+		off := s.read - s.rpos
+		return s.rbuf[off : off+n], nil
+	}
+	if s.written < s.read+n {
+		if err := s.w.Flush(); err != nil {
+			return nil, fmt.Errorf("kafka spool: %w", err)
+		}
+		s.written = s.size
+	}
+	size := min(max(n, readChunk), s.written-s.read)
+	if int64(cap(s.rbuf)) < size {
+		s.rbuf = make([]byte, size)
+	}
+	s.rbuf, s.rpos = s.rbuf[:size], s.read
+	if _, err := io.ReadFull(io.NewSectionReader(s.f, s.read, size), s.rbuf); err != nil {
+		return nil, fmt.Errorf("kafka spool: %w", err)
+	}
+	return s.rbuf[:n], nil
+}
+
 // reset empties the file once every message is read.
 func (s *spool) reset() error {
 	s.size, s.read, s.written = 0, 0, 0
+	s.rbuf, s.rpos = s.rbuf[:0], 0
 	if err := s.f.Truncate(0); err != nil {
 		return fmt.Errorf("kafka spool: %w", err)
 	}
