@@ -26,9 +26,12 @@ type queue struct {
 	// cur is the batch being filled (producer side only).
 	cur *batch
 	// full carries filled batches to the writer goroutine, free returns
-	// them. There are cap(full)+2 batches: whatever full holds and the
-	// writer has, one is left to fill, so send waits only on full.
+	// them. There are at most cap(full)+2 batches: whatever full holds and
+	// the writer has, one is left to fill, so send waits only on full.
+	// They are made as needed (made counts them): a queue that never
+	// fills costs a few batches of memory, not its bound.
 	full, free chan *batch
+	made       int
 	done       chan struct{}
 
 	records, dropped atomic.Uint64
@@ -44,10 +47,7 @@ func newQueue(s Sink, batches int) *queue {
 	if q.kinds == 0 {
 		q.kinds = kindsOf(s.Writer.Capabilities())
 	}
-	for range batches + 1 {
-		q.free <- &batch{items: make([]item, 0, batchSize)}
-	}
-	q.cur = &batch{items: make([]item, 0, batchSize)}
+	q.cur = q.newBatch()
 	go q.run()
 	return q
 }
@@ -82,7 +82,21 @@ func (q *queue) send(wait bool) {
 	} else {
 		q.full <- b
 	}
-	q.cur = <-q.free
+	select {
+	case q.cur = <-q.free:
+	default:
+		if q.made < cap(q.full)+2 {
+			q.cur = q.newBatch()
+		} else {
+			q.cur = <-q.free
+		}
+	}
+}
+
+// newBatch makes one more batch.
+func (q *queue) newBatch() *batch {
+	q.made++
+	return &batch{items: make([]item, 0, batchSize)}
 }
 
 // run writes batches until full is closed.
