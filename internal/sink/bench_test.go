@@ -106,7 +106,7 @@ func BenchmarkSinks(b *testing.B) {
 		}
 		run(b, f)
 	})
-	k := testservers.StartKafka(b)
+	k := testservers.StartKafkaJIT(b)
 	topics := 0
 	newKafka := func(b *testing.B, f string) (*kafkasink.Writer, string) {
 		topics++

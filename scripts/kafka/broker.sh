@@ -9,7 +9,7 @@
 # DIR keeps server.properties and the log (created and formatted on first
 # use); the broker listens on 127.0.0.1:PORT (default 9092) only. Topics
 # are not created automatically. RTTSCOPE_KAFKA_LIBS overrides the jar
-# directory.
+# directory, RTTSCOPE_KAFKA_JVM the JVM options.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:?usage: broker.sh DIR [PORT [CONTROLLER_PORT]]}
@@ -42,8 +42,11 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 PROPS
-# A small heap and a quick start: a test and lab broker, not a production one.
-java=(java -Xms128m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.level=warn -cp "$libs/*")
+# A small heap and a quick start (C1 compiler only): a test and lab broker,
+# not a production one. RTTSCOPE_KAFKA_JVM replaces these JVM options (the
+# benchmark runs the broker with the full JIT).
+read -r -a jvm <<<"${RTTSCOPE_KAFKA_JVM:--Xms128m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1}"
+java=(java "${jvm[@]}" -Dlog4j2.level=warn -cp "$libs/*")
 if [ ! -f "$dir/data/meta.properties" ]; then
 	"${java[@]}" kafka.tools.StorageTool format -t "$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')" \
 		-c "$dir/server.properties" >"$dir/format.log" 2>&1 ||
