@@ -109,6 +109,10 @@ func writeAll(t testing.TB, w Writer, evs []any) {
 			err = w.WriteAggregate(e)
 		case *events.FlowSummary:
 			err = w.WriteFlowSummary(e)
+		case *events.PDM:
+			err = w.WritePDM(e)
+		case *events.PDMInterval:
+			err = w.WritePDMInterval(e)
 		default:
 			t.Fatalf("unexpected fixture type %T", ev)
 		}

@@ -137,6 +137,26 @@ func (w *Writer) WriteAnonKey(k *events.AnonKey) error {
 	})
 }
 
+// WritePDM implements format.Writer: keyed as the flow's records.
+func (w *Writer) WritePDM(p *events.PDM) error {
+	return w.send(w.flowKey(&p.Flow), func() ([]byte, error) {
+		if w.opts.Format == "protobuf" {
+			return w.marshal.Marshal(w.pb.PDM(p))
+		}
+		return w.jsonLine(w.jsonl.WritePDM(p))
+	})
+}
+
+// WritePDMInterval implements format.Writer: keyed as the flow's records.
+func (w *Writer) WritePDMInterval(p *events.PDMInterval) error {
+	return w.send(w.flowKey(&p.Flow), func() ([]byte, error) {
+		if w.opts.Format == "protobuf" {
+			return w.marshal.Marshal(w.pb.PDMInterval(p))
+		}
+		return w.jsonLine(w.jsonl.WritePDMInterval(p))
+	})
+}
+
 func (w *Writer) flowKey(f *events.Flow) []byte {
 	if w.opts.Key == "prefix" {
 		w.keyBuf = prefixKey(w.keyBuf[:0], f)

@@ -163,6 +163,12 @@ func (s *Sink) WriteFlowSummary(*events.FlowSummary) error { return nil }
 // WriteAnonKey implements format.Writer: not metrics.
 func (s *Sink) WriteAnonKey(*events.AnonKey) error { return nil }
 
+// WritePDM implements format.Writer: not metrics (yet).
+func (s *Sink) WritePDM(*events.PDM) error { return nil }
+
+// WritePDMInterval implements format.Writer: not metrics (yet).
+func (s *Sink) WritePDMInterval(*events.PDMInterval) error { return nil }
+
 // Flush implements format.Writer: every record is visible at once.
 func (s *Sink) Flush() error { return nil }
 

@@ -112,9 +112,7 @@ func (c *Encoder) Aggregate(a *events.Aggregate) *Record {
 	if a.Prefix.IsValid() {
 		p.PrefixAddr, p.PrefixBits = a.Prefix.Addr().AsSlice(), uint32(a.Prefix.Bits())
 	}
-	for _, b := range a.Histogram {
-		p.Histogram = append(p.Histogram, &HistBin{LowerNs: b.Lower, UpperNs: b.Upper, Count: b.Count})
-	}
+	p.Histogram = histBins(a.Histogram)
 	return &Record{Record: &Record_Aggregate{Aggregate: p}}
 }
 
@@ -134,6 +132,40 @@ func (c *Encoder) FlowSummary(s *events.FlowSummary) *Record {
 func dirSummary(d *events.FlowDirSummary) *FlowDirSummary {
 	return &FlowDirSummary{Packets: d.Packets, Bytes: d.Bytes, Count: d.Count, MinNs: int64(d.Min), MeanNs: int64(d.Mean),
 		MaxNs: int64(d.Max), P50Ns: int64(d.P50), P99Ns: int64(d.P99)}
+}
+
+// PDM returns p as a Record.
+func (c *Encoder) PDM(p *events.PDM) *Record {
+	return &Record{Record: &Record_Pdm{Pdm: &PDM{
+		Timestamp: p.Time, Flow: newFlow(&p.Flow), Egress: p.Egress,
+		PsnThisPkt: uint32(p.PSNThisPkt), PsnLastRecv: uint32(p.PSNLastRecv),
+		ScaleDtlr: uint32(p.ScaleDTLR), ScaleDtls: uint32(p.ScaleDTLS),
+		DeltaLastRecv: uint32(p.DeltaLastRecv), DeltaLastSent: uint32(p.DeltaLastSent),
+		DtlrNs: int64(p.DTLR), DtlsNs: int64(p.DTLS),
+		HasRoundTrip: p.HasRoundTrip, RoundTripNs: int64(p.RoundTrip),
+		HasNetworkRtt: p.HasNetworkRTT, NetworkRttNs: int64(p.NetworkRTT),
+	}}}
+}
+
+// PDMInterval returns p as a Record.
+func (c *Encoder) PDMInterval(p *events.PDMInterval) *Record {
+	return &Record{Record: &Record_PdmInterval{PdmInterval: &PDMInterval{
+		Timestamp: p.Time, Start: p.Start, Flow: newFlow(&p.Flow), Egress: p.Egress,
+		Dtlr: distribution(&p.DTLR), Dtls: distribution(&p.DTLS), NetworkRtt: distribution(&p.NetworkRTT),
+	}}}
+}
+
+func distribution(d *events.Distribution) *Distribution {
+	return &Distribution{Count: d.Count, MinNs: int64(d.Min), MeanNs: int64(d.Mean), MaxNs: int64(d.Max), SumNs: int64(d.Sum),
+		P50Ns: int64(d.P50), P90Ns: int64(d.P90), P95Ns: int64(d.P95), P99Ns: int64(d.P99), Histogram: histBins(d.Histogram)}
+}
+
+func histBins(h []events.HistBin) []*HistBin {
+	out := make([]*HistBin, 0, len(h))
+	for _, b := range h {
+		out = append(out, &HistBin{LowerNs: b.Lower, UpperNs: b.Upper, Count: b.Count})
+	}
+	return out
 }
 
 // AnonKey returns k as a Record.

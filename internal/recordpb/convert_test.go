@@ -63,6 +63,17 @@ func TestRecordsSurviveTheWire(t *testing.T) {
 	if fs.Reason != "FIN" || fs.Src.Packets != 4 || fs.Src.P50Ns != 1e6 || fs.Flow.Dst.Port != 4000 {
 		t.Errorf("flow summary %v", fs)
 	}
+	pd := roundTrip(t, c.PDM(&events.PDM{Time: 6, Flow: f, Egress: true, PSNThisPkt: 7, ScaleDTLR: 3, DeltaLastRecv: 9,
+		DTLR: 72 * time.Microsecond, HasNetworkRTT: true, NetworkRTT: 5 * time.Millisecond})).GetPdm()
+	if pd.Timestamp != 6 || !pd.Egress || pd.PsnThisPkt != 7 || pd.ScaleDtlr != 3 || pd.DeltaLastRecv != 9 || pd.DtlrNs != 72e3 ||
+		!pd.HasNetworkRtt || pd.NetworkRttNs != 5e6 || pd.HasRoundTrip || pd.Flow.Src.Port != 443 {
+		t.Errorf("pdm %v", pd)
+	}
+	pi := roundTrip(t, c.PDMInterval(&events.PDMInterval{Time: 8, Start: 7, Flow: f,
+		DTLS: events.Distribution{Count: 3, Sum: 9, Histogram: []events.HistBin{{Lower: 1, Upper: 2, Count: 3}}}})).GetPdmInterval()
+	if pi.Start != 7 || pi.Dtls.Count != 3 || pi.Dtls.SumNs != 9 || pi.Dtls.Histogram[0].Count != 3 || pi.Dtlr.Count != 0 {
+		t.Errorf("pdm interval %v", pi)
+	}
 	ak := roundTrip(t, c.AnonKey(&events.AnonKey{Time: 4, Scheme: "pfx", KeyID: "ab", Rotated: true})).GetAnonKey()
 	if ak.Scheme != "pfx" || ak.KeyId != "ab" || !ak.Rotated || ak.Timestamp != 4 {
 		t.Errorf("anon key %v", ak)

@@ -91,6 +91,8 @@ type Record struct {
 	//	*Record_Aggregate
 	//	*Record_FlowSummary
 	//	*Record_AnonKey
+	//	*Record_Pdm
+	//	*Record_PdmInterval
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -187,6 +189,24 @@ func (x *Record) GetAnonKey() *AnonKey {
 	return nil
 }
 
+func (x *Record) GetPdm() *PDM {
+	if x != nil {
+		if x, ok := x.Record.(*Record_Pdm); ok {
+			return x.Pdm
+		}
+	}
+	return nil
+}
+
+func (x *Record) GetPdmInterval() *PDMInterval {
+	if x != nil {
+		if x, ok := x.Record.(*Record_PdmInterval); ok {
+			return x.PdmInterval
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -215,6 +235,14 @@ type Record_AnonKey struct {
 	AnonKey *AnonKey `protobuf:"bytes,6,opt,name=anon_key,json=anonKey,proto3,oneof"`
 }
 
+type Record_Pdm struct {
+	Pdm *PDM `protobuf:"bytes,7,opt,name=pdm,proto3,oneof"`
+}
+
+type Record_PdmInterval struct {
+	PdmInterval *PDMInterval `protobuf:"bytes,8,opt,name=pdm_interval,json=pdmInterval,proto3,oneof"`
+}
+
 func (*Record_Rtt) isRecord_Record() {}
 
 func (*Record_FlowEvent) isRecord_Record() {}
@@ -226,6 +254,10 @@ func (*Record_Aggregate) isRecord_Record() {}
 func (*Record_FlowSummary) isRecord_Record() {}
 
 func (*Record_AnonKey) isRecord_Record() {}
+
+func (*Record_Pdm) isRecord_Record() {}
+
+func (*Record_PdmInterval) isRecord_Record() {}
 
 type Endpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1383,6 +1415,380 @@ func (x *FlowSummary) GetDst() *FlowDirSummary {
 	return nil
 }
 
+// PDM is one RFC 8250 Performance and Diagnostic Metrics option seen by
+// rttscope pdm (docs/pdm.md).
+type PDM struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Timestamp int64                  `protobuf:"varint,1,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// flow: src sent the packet and the option.
+	Flow   *Flow `protobuf:"bytes,2,opt,name=flow,proto3" json:"flow,omitempty"`
+	Egress bool  `protobuf:"varint,3,opt,name=egress,proto3" json:"egress,omitempty"`
+	// The option as on the wire.
+	PsnThisPkt    uint32 `protobuf:"varint,4,opt,name=psn_this_pkt,json=psnThisPkt,proto3" json:"psn_this_pkt,omitempty"`
+	PsnLastRecv   uint32 `protobuf:"varint,5,opt,name=psn_last_recv,json=psnLastRecv,proto3" json:"psn_last_recv,omitempty"`
+	ScaleDtlr     uint32 `protobuf:"varint,6,opt,name=scale_dtlr,json=scaleDtlr,proto3" json:"scale_dtlr,omitempty"`
+	ScaleDtls     uint32 `protobuf:"varint,7,opt,name=scale_dtls,json=scaleDtls,proto3" json:"scale_dtls,omitempty"`
+	DeltaLastRecv uint32 `protobuf:"varint,8,opt,name=delta_last_recv,json=deltaLastRecv,proto3" json:"delta_last_recv,omitempty"`
+	DeltaLastSent uint32 `protobuf:"varint,9,opt,name=delta_last_sent,json=deltaLastSent,proto3" json:"delta_last_sent,omitempty"`
+	// Decoded: the sender's delay since its last reception, and its round
+	// trip from its previous send to its last reception.
+	DtlrNs int64 `protobuf:"varint,10,opt,name=dtlr_ns,json=dtlrNs,proto3" json:"dtlr_ns,omitempty"`
+	DtlsNs int64 `protobuf:"varint,11,opt,name=dtls_ns,json=dtlsNs,proto3" json:"dtls_ns,omitempty"`
+	// This host's round trip to the peer, and without the peer's delay.
+	HasRoundTrip  bool  `protobuf:"varint,12,opt,name=has_round_trip,json=hasRoundTrip,proto3" json:"has_round_trip,omitempty"`
+	RoundTripNs   int64 `protobuf:"varint,13,opt,name=round_trip_ns,json=roundTripNs,proto3" json:"round_trip_ns,omitempty"`
+	HasNetworkRtt bool  `protobuf:"varint,14,opt,name=has_network_rtt,json=hasNetworkRtt,proto3" json:"has_network_rtt,omitempty"`
+	NetworkRttNs  int64 `protobuf:"varint,15,opt,name=network_rtt_ns,json=networkRttNs,proto3" json:"network_rtt_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PDM) Reset() {
+	*x = PDM{}
+	mi := &file_rttscope_v1_records_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PDM) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PDM) ProtoMessage() {}
+
+func (x *PDM) ProtoReflect() protoreflect.Message {
+	mi := &file_rttscope_v1_records_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PDM.ProtoReflect.Descriptor instead.
+func (*PDM) Descriptor() ([]byte, []int) {
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PDM) GetTimestamp() int64 {
+	if x != nil {
+		return x.Timestamp
+	}
+	return 0
+}
+
+func (x *PDM) GetFlow() *Flow {
+	if x != nil {
+		return x.Flow
+	}
+	return nil
+}
+
+func (x *PDM) GetEgress() bool {
+	if x != nil {
+		return x.Egress
+	}
+	return false
+}
+
+func (x *PDM) GetPsnThisPkt() uint32 {
+	if x != nil {
+		return x.PsnThisPkt
+	}
+	return 0
+}
+
+func (x *PDM) GetPsnLastRecv() uint32 {
+	if x != nil {
+		return x.PsnLastRecv
+	}
+	return 0
+}
+
+func (x *PDM) GetScaleDtlr() uint32 {
+	if x != nil {
+		return x.ScaleDtlr
+	}
+	return 0
+}
+
+func (x *PDM) GetScaleDtls() uint32 {
+	if x != nil {
+		return x.ScaleDtls
+	}
+	return 0
+}
+
+func (x *PDM) GetDeltaLastRecv() uint32 {
+	if x != nil {
+		return x.DeltaLastRecv
+	}
+	return 0
+}
+
+func (x *PDM) GetDeltaLastSent() uint32 {
+	if x != nil {
+		return x.DeltaLastSent
+	}
+	return 0
+}
+
+func (x *PDM) GetDtlrNs() int64 {
+	if x != nil {
+		return x.DtlrNs
+	}
+	return 0
+}
+
+func (x *PDM) GetDtlsNs() int64 {
+	if x != nil {
+		return x.DtlsNs
+	}
+	return 0
+}
+
+func (x *PDM) GetHasRoundTrip() bool {
+	if x != nil {
+		return x.HasRoundTrip
+	}
+	return false
+}
+
+func (x *PDM) GetRoundTripNs() int64 {
+	if x != nil {
+		return x.RoundTripNs
+	}
+	return 0
+}
+
+func (x *PDM) GetHasNetworkRtt() bool {
+	if x != nil {
+		return x.HasNetworkRtt
+	}
+	return false
+}
+
+func (x *PDM) GetNetworkRttNs() int64 {
+	if x != nil {
+		return x.NetworkRttNs
+	}
+	return 0
+}
+
+// Distribution summarizes samples of one delay (as Aggregate's RTTs).
+type Distribution struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Count         uint64                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	MinNs         int64                  `protobuf:"varint,2,opt,name=min_ns,json=minNs,proto3" json:"min_ns,omitempty"`
+	MeanNs        int64                  `protobuf:"varint,3,opt,name=mean_ns,json=meanNs,proto3" json:"mean_ns,omitempty"`
+	MaxNs         int64                  `protobuf:"varint,4,opt,name=max_ns,json=maxNs,proto3" json:"max_ns,omitempty"`
+	SumNs         int64                  `protobuf:"varint,5,opt,name=sum_ns,json=sumNs,proto3" json:"sum_ns,omitempty"`
+	P50Ns         int64                  `protobuf:"varint,6,opt,name=p50_ns,json=p50Ns,proto3" json:"p50_ns,omitempty"`
+	P90Ns         int64                  `protobuf:"varint,7,opt,name=p90_ns,json=p90Ns,proto3" json:"p90_ns,omitempty"`
+	P95Ns         int64                  `protobuf:"varint,8,opt,name=p95_ns,json=p95Ns,proto3" json:"p95_ns,omitempty"`
+	P99Ns         int64                  `protobuf:"varint,9,opt,name=p99_ns,json=p99Ns,proto3" json:"p99_ns,omitempty"`
+	Histogram     []*HistBin             `protobuf:"bytes,10,rep,name=histogram,proto3" json:"histogram,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Distribution) Reset() {
+	*x = Distribution{}
+	mi := &file_rttscope_v1_records_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Distribution) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Distribution) ProtoMessage() {}
+
+func (x *Distribution) ProtoReflect() protoreflect.Message {
+	mi := &file_rttscope_v1_records_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Distribution.ProtoReflect.Descriptor instead.
+func (*Distribution) Descriptor() ([]byte, []int) {
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Distribution) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Distribution) GetMinNs() int64 {
+	if x != nil {
+		return x.MinNs
+	}
+	return 0
+}
+
+func (x *Distribution) GetMeanNs() int64 {
+	if x != nil {
+		return x.MeanNs
+	}
+	return 0
+}
+
+func (x *Distribution) GetMaxNs() int64 {
+	if x != nil {
+		return x.MaxNs
+	}
+	return 0
+}
+
+func (x *Distribution) GetSumNs() int64 {
+	if x != nil {
+		return x.SumNs
+	}
+	return 0
+}
+
+func (x *Distribution) GetP50Ns() int64 {
+	if x != nil {
+		return x.P50Ns
+	}
+	return 0
+}
+
+func (x *Distribution) GetP90Ns() int64 {
+	if x != nil {
+		return x.P90Ns
+	}
+	return 0
+}
+
+func (x *Distribution) GetP95Ns() int64 {
+	if x != nil {
+		return x.P95Ns
+	}
+	return 0
+}
+
+func (x *Distribution) GetP99Ns() int64 {
+	if x != nil {
+		return x.P99Ns
+	}
+	return 0
+}
+
+func (x *Distribution) GetHistogram() []*HistBin {
+	if x != nil {
+		return x.Histogram
+	}
+	return nil
+}
+
+// PDMInterval summarizes the PDM options of one 5-tuple and direction over
+// one interval (rttscope pdm --pdm-report interval).
+type PDMInterval struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Timestamp     int64                  `protobuf:"varint,1,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	Start         int64                  `protobuf:"varint,2,opt,name=start,proto3" json:"start,omitempty"`
+	Flow          *Flow                  `protobuf:"bytes,3,opt,name=flow,proto3" json:"flow,omitempty"`
+	Egress        bool                   `protobuf:"varint,4,opt,name=egress,proto3" json:"egress,omitempty"`
+	Dtlr          *Distribution          `protobuf:"bytes,5,opt,name=dtlr,proto3" json:"dtlr,omitempty"`
+	Dtls          *Distribution          `protobuf:"bytes,6,opt,name=dtls,proto3" json:"dtls,omitempty"`
+	NetworkRtt    *Distribution          `protobuf:"bytes,7,opt,name=network_rtt,json=networkRtt,proto3" json:"network_rtt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PDMInterval) Reset() {
+	*x = PDMInterval{}
+	mi := &file_rttscope_v1_records_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PDMInterval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PDMInterval) ProtoMessage() {}
+
+func (x *PDMInterval) ProtoReflect() protoreflect.Message {
+	mi := &file_rttscope_v1_records_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PDMInterval.ProtoReflect.Descriptor instead.
+func (*PDMInterval) Descriptor() ([]byte, []int) {
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PDMInterval) GetTimestamp() int64 {
+	if x != nil {
+		return x.Timestamp
+	}
+	return 0
+}
+
+func (x *PDMInterval) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *PDMInterval) GetFlow() *Flow {
+	if x != nil {
+		return x.Flow
+	}
+	return nil
+}
+
+func (x *PDMInterval) GetEgress() bool {
+	if x != nil {
+		return x.Egress
+	}
+	return false
+}
+
+func (x *PDMInterval) GetDtlr() *Distribution {
+	if x != nil {
+		return x.Dtlr
+	}
+	return nil
+}
+
+func (x *PDMInterval) GetDtls() *Distribution {
+	if x != nil {
+		return x.Dtls
+	}
+	return nil
+}
+
+func (x *PDMInterval) GetNetworkRtt() *Distribution {
+	if x != nil {
+		return x.NetworkRtt
+	}
+	return nil
+}
+
 // AnonKey says which anonymization key the records that follow use.
 type AnonKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1396,7 +1802,7 @@ type AnonKey struct {
 
 func (x *AnonKey) Reset() {
 	*x = AnonKey{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[14]
+	mi := &file_rttscope_v1_records_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1814,7 @@ func (x *AnonKey) String() string {
 func (*AnonKey) ProtoMessage() {}
 
 func (x *AnonKey) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[14]
+	mi := &file_rttscope_v1_records_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1827,7 @@ func (x *AnonKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnonKey.ProtoReflect.Descriptor instead.
 func (*AnonKey) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{14}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AnonKey) GetTimestamp() int64 {
@@ -1456,7 +1862,7 @@ var File_rttscope_v1_records_proto protoreflect.FileDescriptor
 
 const file_rttscope_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x19rttscope/v1/records.proto\x12\vrttscope.v1\"\xc7\x02\n" +
+	"\x19rttscope/v1/records.proto\x12\vrttscope.v1\"\xac\x03\n" +
 	"\x06Record\x12$\n" +
 	"\x03rtt\x18\x01 \x01(\v2\x10.rttscope.v1.RTTH\x00R\x03rtt\x127\n" +
 	"\n" +
@@ -1464,7 +1870,9 @@ const file_rttscope_v1_records_proto_rawDesc = "" +
 	"\x05stats\x18\x03 \x01(\v2\x12.rttscope.v1.StatsH\x00R\x05stats\x126\n" +
 	"\taggregate\x18\x04 \x01(\v2\x16.rttscope.v1.AggregateH\x00R\taggregate\x12=\n" +
 	"\fflow_summary\x18\x05 \x01(\v2\x18.rttscope.v1.FlowSummaryH\x00R\vflowSummary\x121\n" +
-	"\banon_key\x18\x06 \x01(\v2\x14.rttscope.v1.AnonKeyH\x00R\aanonKeyB\b\n" +
+	"\banon_key\x18\x06 \x01(\v2\x14.rttscope.v1.AnonKeyH\x00R\aanonKey\x12$\n" +
+	"\x03pdm\x18\a \x01(\v2\x10.rttscope.v1.PDMH\x00R\x03pdm\x12=\n" +
+	"\fpdm_interval\x18\b \x01(\v2\x18.rttscope.v1.PDMIntervalH\x00R\vpdmIntervalB\b\n" +
 	"\x06record\".\n" +
 	"\bEndpoint\x12\x0e\n" +
 	"\x02ip\x18\x01 \x01(\fR\x02ip\x12\x12\n" +
@@ -1575,7 +1983,48 @@ const file_rttscope_v1_records_proto_rawDesc = "" +
 	"\x04flow\x18\x03 \x01(\v2\x11.rttscope.v1.FlowR\x04flow\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12-\n" +
 	"\x03src\x18\x05 \x01(\v2\x1b.rttscope.v1.FlowDirSummaryR\x03src\x12-\n" +
-	"\x03dst\x18\x06 \x01(\v2\x1b.rttscope.v1.FlowDirSummaryR\x03dst\"p\n" +
+	"\x03dst\x18\x06 \x01(\v2\x1b.rttscope.v1.FlowDirSummaryR\x03dst\"\x80\x04\n" +
+	"\x03PDM\x12\x1c\n" +
+	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12%\n" +
+	"\x04flow\x18\x02 \x01(\v2\x11.rttscope.v1.FlowR\x04flow\x12\x16\n" +
+	"\x06egress\x18\x03 \x01(\bR\x06egress\x12 \n" +
+	"\fpsn_this_pkt\x18\x04 \x01(\rR\n" +
+	"psnThisPkt\x12\"\n" +
+	"\rpsn_last_recv\x18\x05 \x01(\rR\vpsnLastRecv\x12\x1d\n" +
+	"\n" +
+	"scale_dtlr\x18\x06 \x01(\rR\tscaleDtlr\x12\x1d\n" +
+	"\n" +
+	"scale_dtls\x18\a \x01(\rR\tscaleDtls\x12&\n" +
+	"\x0fdelta_last_recv\x18\b \x01(\rR\rdeltaLastRecv\x12&\n" +
+	"\x0fdelta_last_sent\x18\t \x01(\rR\rdeltaLastSent\x12\x17\n" +
+	"\adtlr_ns\x18\n" +
+	" \x01(\x03R\x06dtlrNs\x12\x17\n" +
+	"\adtls_ns\x18\v \x01(\x03R\x06dtlsNs\x12$\n" +
+	"\x0ehas_round_trip\x18\f \x01(\bR\fhasRoundTrip\x12\"\n" +
+	"\rround_trip_ns\x18\r \x01(\x03R\vroundTripNs\x12&\n" +
+	"\x0fhas_network_rtt\x18\x0e \x01(\bR\rhasNetworkRtt\x12$\n" +
+	"\x0enetwork_rtt_ns\x18\x0f \x01(\x03R\fnetworkRttNs\"\x92\x02\n" +
+	"\fDistribution\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count\x12\x15\n" +
+	"\x06min_ns\x18\x02 \x01(\x03R\x05minNs\x12\x17\n" +
+	"\amean_ns\x18\x03 \x01(\x03R\x06meanNs\x12\x15\n" +
+	"\x06max_ns\x18\x04 \x01(\x03R\x05maxNs\x12\x15\n" +
+	"\x06sum_ns\x18\x05 \x01(\x03R\x05sumNs\x12\x15\n" +
+	"\x06p50_ns\x18\x06 \x01(\x03R\x05p50Ns\x12\x15\n" +
+	"\x06p90_ns\x18\a \x01(\x03R\x05p90Ns\x12\x15\n" +
+	"\x06p95_ns\x18\b \x01(\x03R\x05p95Ns\x12\x15\n" +
+	"\x06p99_ns\x18\t \x01(\x03R\x05p99Ns\x122\n" +
+	"\thistogram\x18\n" +
+	" \x03(\v2\x14.rttscope.v1.HistBinR\thistogram\"\x9a\x02\n" +
+	"\vPDMInterval\x12\x1c\n" +
+	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\x03R\x05start\x12%\n" +
+	"\x04flow\x18\x03 \x01(\v2\x11.rttscope.v1.FlowR\x04flow\x12\x16\n" +
+	"\x06egress\x18\x04 \x01(\bR\x06egress\x12-\n" +
+	"\x04dtlr\x18\x05 \x01(\v2\x19.rttscope.v1.DistributionR\x04dtlr\x12-\n" +
+	"\x04dtls\x18\x06 \x01(\v2\x19.rttscope.v1.DistributionR\x04dtls\x12:\n" +
+	"\vnetwork_rtt\x18\a \x01(\v2\x19.rttscope.v1.DistributionR\n" +
+	"networkRtt\"p\n" +
 	"\aAnonKey\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x16\n" +
 	"\x06scheme\x18\x02 \x01(\tR\x06scheme\x12\x15\n" +
@@ -1595,7 +2044,7 @@ func file_rttscope_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_rttscope_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rttscope_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_rttscope_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_rttscope_v1_records_proto_goTypes = []any{
 	(FlowEvent_Type)(0),    // 0: rttscope.v1.FlowEvent.Type
 	(*Record)(nil),         // 1: rttscope.v1.Record
@@ -1612,8 +2061,11 @@ var file_rttscope_v1_records_proto_goTypes = []any{
 	(*Aggregate)(nil),      // 12: rttscope.v1.Aggregate
 	(*FlowDirSummary)(nil), // 13: rttscope.v1.FlowDirSummary
 	(*FlowSummary)(nil),    // 14: rttscope.v1.FlowSummary
-	(*AnonKey)(nil),        // 15: rttscope.v1.AnonKey
-	nil,                    // 16: rttscope.v1.Stats.CountersEntry
+	(*PDM)(nil),            // 15: rttscope.v1.PDM
+	(*Distribution)(nil),   // 16: rttscope.v1.Distribution
+	(*PDMInterval)(nil),    // 17: rttscope.v1.PDMInterval
+	(*AnonKey)(nil),        // 18: rttscope.v1.AnonKey
+	nil,                    // 19: rttscope.v1.Stats.CountersEntry
 }
 var file_rttscope_v1_records_proto_depIdxs = []int32{
 	4,  // 0: rttscope.v1.Record.rtt:type_name -> rttscope.v1.RTT
@@ -1621,27 +2073,35 @@ var file_rttscope_v1_records_proto_depIdxs = []int32{
 	6,  // 2: rttscope.v1.Record.stats:type_name -> rttscope.v1.Stats
 	12, // 3: rttscope.v1.Record.aggregate:type_name -> rttscope.v1.Aggregate
 	14, // 4: rttscope.v1.Record.flow_summary:type_name -> rttscope.v1.FlowSummary
-	15, // 5: rttscope.v1.Record.anon_key:type_name -> rttscope.v1.AnonKey
-	2,  // 6: rttscope.v1.Flow.src:type_name -> rttscope.v1.Endpoint
-	2,  // 7: rttscope.v1.Flow.dst:type_name -> rttscope.v1.Endpoint
-	3,  // 8: rttscope.v1.RTT.flow:type_name -> rttscope.v1.Flow
-	3,  // 9: rttscope.v1.FlowEvent.flow:type_name -> rttscope.v1.Flow
-	0,  // 10: rttscope.v1.FlowEvent.type:type_name -> rttscope.v1.FlowEvent.Type
-	16, // 11: rttscope.v1.Stats.counters:type_name -> rttscope.v1.Stats.CountersEntry
-	7,  // 12: rttscope.v1.Stats.process:type_name -> rttscope.v1.Process
-	8,  // 13: rttscope.v1.Stats.programs:type_name -> rttscope.v1.Program
-	9,  // 14: rttscope.v1.Stats.sinks:type_name -> rttscope.v1.Sink
-	10, // 15: rttscope.v1.Aggregate.rx:type_name -> rttscope.v1.Traffic
-	10, // 16: rttscope.v1.Aggregate.tx:type_name -> rttscope.v1.Traffic
-	11, // 17: rttscope.v1.Aggregate.histogram:type_name -> rttscope.v1.HistBin
-	3,  // 18: rttscope.v1.FlowSummary.flow:type_name -> rttscope.v1.Flow
-	13, // 19: rttscope.v1.FlowSummary.src:type_name -> rttscope.v1.FlowDirSummary
-	13, // 20: rttscope.v1.FlowSummary.dst:type_name -> rttscope.v1.FlowDirSummary
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	18, // 5: rttscope.v1.Record.anon_key:type_name -> rttscope.v1.AnonKey
+	15, // 6: rttscope.v1.Record.pdm:type_name -> rttscope.v1.PDM
+	17, // 7: rttscope.v1.Record.pdm_interval:type_name -> rttscope.v1.PDMInterval
+	2,  // 8: rttscope.v1.Flow.src:type_name -> rttscope.v1.Endpoint
+	2,  // 9: rttscope.v1.Flow.dst:type_name -> rttscope.v1.Endpoint
+	3,  // 10: rttscope.v1.RTT.flow:type_name -> rttscope.v1.Flow
+	3,  // 11: rttscope.v1.FlowEvent.flow:type_name -> rttscope.v1.Flow
+	0,  // 12: rttscope.v1.FlowEvent.type:type_name -> rttscope.v1.FlowEvent.Type
+	19, // 13: rttscope.v1.Stats.counters:type_name -> rttscope.v1.Stats.CountersEntry
+	7,  // 14: rttscope.v1.Stats.process:type_name -> rttscope.v1.Process
+	8,  // 15: rttscope.v1.Stats.programs:type_name -> rttscope.v1.Program
+	9,  // 16: rttscope.v1.Stats.sinks:type_name -> rttscope.v1.Sink
+	10, // 17: rttscope.v1.Aggregate.rx:type_name -> rttscope.v1.Traffic
+	10, // 18: rttscope.v1.Aggregate.tx:type_name -> rttscope.v1.Traffic
+	11, // 19: rttscope.v1.Aggregate.histogram:type_name -> rttscope.v1.HistBin
+	3,  // 20: rttscope.v1.FlowSummary.flow:type_name -> rttscope.v1.Flow
+	13, // 21: rttscope.v1.FlowSummary.src:type_name -> rttscope.v1.FlowDirSummary
+	13, // 22: rttscope.v1.FlowSummary.dst:type_name -> rttscope.v1.FlowDirSummary
+	3,  // 23: rttscope.v1.PDM.flow:type_name -> rttscope.v1.Flow
+	11, // 24: rttscope.v1.Distribution.histogram:type_name -> rttscope.v1.HistBin
+	3,  // 25: rttscope.v1.PDMInterval.flow:type_name -> rttscope.v1.Flow
+	16, // 26: rttscope.v1.PDMInterval.dtlr:type_name -> rttscope.v1.Distribution
+	16, // 27: rttscope.v1.PDMInterval.dtls:type_name -> rttscope.v1.Distribution
+	16, // 28: rttscope.v1.PDMInterval.network_rtt:type_name -> rttscope.v1.Distribution
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_rttscope_v1_records_proto_init() }
@@ -1656,6 +2116,8 @@ func file_rttscope_v1_records_proto_init() {
 		(*Record_Aggregate)(nil),
 		(*Record_FlowSummary)(nil),
 		(*Record_AnonKey)(nil),
+		(*Record_Pdm)(nil),
+		(*Record_PdmInterval)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1663,7 +2125,7 @@ func file_rttscope_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rttscope_v1_records_proto_rawDesc), len(file_rttscope_v1_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

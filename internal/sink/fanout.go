@@ -128,6 +128,18 @@ func (f *Fanout) WriteAnonKey(k *events.AnonKey) error {
 	return f.each(AnonKeys, func(it *item) { it.other = &c })
 }
 
+// WritePDM implements format.Writer.
+func (f *Fanout) WritePDM(p *events.PDM) error {
+	c := *p
+	return f.each(PDMs, func(it *item) { it.other = &c })
+}
+
+// WritePDMInterval implements format.Writer.
+func (f *Fanout) WritePDMInterval(p *events.PDMInterval) error {
+	c := copyPDMInterval(p)
+	return f.each(PDMs, func(it *item) { it.other = c })
+}
+
 // Flush implements format.Writer: each sink writes what is queued before
 // it and then flushes its writer; Flush does not wait for that.
 func (f *Fanout) Flush() error {

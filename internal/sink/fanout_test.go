@@ -19,6 +19,7 @@ type collector struct {
 	rtts    []int64
 	stats   []events.Stats
 	aggs    int
+	pdms    int
 	flushes int
 	closed  bool
 	gate    chan struct{}
@@ -56,8 +57,15 @@ func (c *collector) WriteAggregate(*events.Aggregate) error {
 }
 func (c *collector) WriteFlowSummary(*events.FlowSummary) error { return nil }
 func (c *collector) WriteAnonKey(*events.AnonKey) error         { return nil }
-func (c *collector) Restart(reopen func() error) error          { return reopen() }
-func (c *collector) Capabilities() format.Capability            { return format.All }
+func (c *collector) WritePDM(*events.PDM) error                 { return nil }
+func (c *collector) WritePDMInterval(*events.PDMInterval) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pdms++
+	return nil
+}
+func (c *collector) Restart(reopen func() error) error { return reopen() }
+func (c *collector) Capabilities() format.Capability   { return format.All }
 func (c *collector) Flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -162,10 +170,13 @@ func TestFanoutStatsAndKinds(t *testing.T) {
 	if err := f.WriteStats(&events.Stats{Packets: 7}); err != nil {
 		t.Fatal(err)
 	}
+	if err := f.WritePDMInterval(&events.PDMInterval{DTLR: events.Distribution{Histogram: []events.HistBin{{Count: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if len(some.rtts) != 0 || some.aggs != 1 || len(some.stats) != 1 || len(all.rtts) != 3 || all.aggs != 1 {
+	if len(some.rtts) != 0 || some.aggs != 1 || len(some.stats) != 1 || some.pdms != 0 || len(all.rtts) != 3 || all.aggs != 1 || all.pdms != 1 {
 		t.Fatalf("routing: all %d rtt %d agg; some %d rtt %d agg %d stats", len(all.rtts), all.aggs, len(some.rtts), some.aggs, len(some.stats))
 	}
 	s := all.stats[0]

@@ -18,6 +18,7 @@ const (
 	Aggregates
 	FlowSummaries
 	AnonKeys
+	PDMs // PDM options and their interval summaries (rttscope pdm)
 )
 
 // kindsOf returns the record types a writer with capabilities c takes.
@@ -32,6 +33,9 @@ func kindsOf(c format.Capability) Kinds {
 	if c&format.AnonKeys != 0 {
 		k |= AnonKeys
 	}
+	if c&format.PDMRecords != 0 {
+		k |= PDMs
+	}
 	return k
 }
 
@@ -42,7 +46,7 @@ type item struct {
 	kind  Kinds
 	rtt   events.RTT
 	flow  events.FlowEvent
-	other any // *events.Stats, *events.Aggregate, *events.FlowSummary, *events.AnonKey
+	other any // *events.Stats, *events.Aggregate, *events.FlowSummary, *events.AnonKey, *events.PDM, *events.PDMInterval
 }
 
 // write passes it to w.
@@ -60,8 +64,22 @@ func (it *item) write(w format.Writer) error {
 		return w.WriteFlowSummary(it.other.(*events.FlowSummary))
 	case AnonKeys:
 		return w.WriteAnonKey(it.other.(*events.AnonKey))
+	case PDMs:
+		if p, ok := it.other.(*events.PDM); ok {
+			return w.WritePDM(p)
+		}
+		return w.WritePDMInterval(it.other.(*events.PDMInterval))
 	}
 	return nil
+}
+
+// copyPDMInterval returns a deep copy of p.
+func copyPDMInterval(p *events.PDMInterval) *events.PDMInterval {
+	c := *p
+	for _, d := range []*events.Distribution{&c.DTLR, &c.DTLS, &c.NetworkRTT} {
+		d.Histogram = slices.Clone(d.Histogram)
+	}
+	return &c
 }
 
 // copyAggregate returns a deep copy of a.
