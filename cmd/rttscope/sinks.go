@@ -46,8 +46,38 @@ func (f *sinkFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on ADDR/metrics, e.g. :9464: per-prefix RTT histograms with --aggregate, self-telemetry from the stats records (docs/sinks.md)")
 	fl.IntVar(&f.maxPrefixes, "metrics-max-prefixes", metrics.DefaultMaxPrefixes, "with --metrics-addr: prefixes with series of their own; the records of others are added to prefix=\"overflow\"")
 	fl.IntVar(&f.queue, "sink-queue", sink.DefaultQueue, "with more than one sink (or --sink-policy): records each sink's queue holds")
-	fl.StringToStringVar(&f.policies, "sink-policy", nil, "what a sink does when its queue is full: SINK=block|drop|spool for files, kafka, metrics (default files=block,kafka=spool,metrics=drop; spool: kafka only)")
+	fl.Var(policyFlag{&f.policies}, "sink-policy", "what a sink does when its queue is full: SINK=block|drop|spool for files, kafka, metrics, comma-separated (default files=block,kafka=spool,metrics=drop; spool: kafka only)")
 }
+
+// policyFlag is --sink-policy: SINK=POLICY pairs, comma-separated or
+// repeated; names and policies are checked by validate.
+type policyFlag struct{ m *map[string]string }
+
+func (p policyFlag) Set(s string) error {
+	if *p.m == nil {
+		*p.m = map[string]string{}
+	}
+	for part := range strings.SplitSeq(s, ",") {
+		name, pol, ok := strings.Cut(part, "=")
+		if !ok {
+			return &flagval.Error{Want: "SINK=POLICY, e.g. kafka=drop"}
+		}
+		(*p.m)[name] = pol
+	}
+	return nil
+}
+
+func (p policyFlag) String() string {
+	var parts []string
+	for _, n := range sinkNames {
+		if v, ok := (*p.m)[n]; ok {
+			parts = append(parts, n+"="+v)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (p policyFlag) Type() string { return "SINK=POLICY" }
 
 // wanted reports whether the records go through a sink.Fanout: another
 // sink than the files, or a policy asked for.

@@ -346,6 +346,7 @@ func TestSinkUsageErrors(t *testing.T) {
 		{[]string{"--sink-policy", "files=spool", "x.pcap"}, "only kafka spools"},
 		{[]string{"--sink-policy", "printer=drop", "x.pcap"}, `unknown sink "printer"`},
 		{[]string{"--sink-policy", "metrics=lose", "x.pcap"}, `invalid sink policy "lose"`},
+		{[]string{"--sink-policy", "kafka", "x.pcap"}, `invalid --sink-policy "kafka": want SINK=POLICY`},
 		{[]string{"--metrics-max-prefixes", "5", "x.pcap"}, "--metrics-max-prefixes needs --metrics-addr"},
 		{[]string{"--metrics-addr", "127.0.0.1:0", "--metrics-max-prefixes", "0", "x.pcap"}, "at least 1"},
 	} {
