@@ -24,6 +24,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rttscope/rttscope/internal/recordpb"
 	"github.com/rttscope/rttscope/internal/testservers"
 	"github.com/rttscope/rttscope/internal/testutil"
 )
@@ -214,15 +217,20 @@ func fileAggregates(t *testing.T, path string) map[string]*promExpect {
 	return out
 }
 
-// TestMonitorMetricsPrometheus runs a live monitor in aggregated mode
-// (1 s intervals, addresses anonymized as prefixes) on the lab's middlebox
-// writing jsonl files and serving /metrics, which a real Prometheus server
-// scrapes every second. Once the traffic has stopped, Prometheus's query
-// API returns for every prefix the histogram count of the file's
-// aggregated records, and each native bucket their bins' counts; /metrics
-// shows no real prefix.
-func TestMonitorMetricsPrometheus(t *testing.T) {
+// TestMonitorAllSinks runs a live monitor in aggregated mode (1 s
+// intervals, addresses anonymized as prefixes) on the lab's middlebox with
+// all three sinks at once: jsonl files, Kafka (protobuf, a real broker)
+// and /metrics, which a real Prometheus server scrapes every second. Once
+// the traffic has stopped, Prometheus's query API returns for every prefix
+// the histogram count of the file's aggregated records, and each native
+// bucket their bins' counts; /metrics shows no real prefix. After the run
+// the topic holds as many records as the file, with the same sample
+// counts per prefix.
+func TestMonitorAllSinks(t *testing.T) {
 	l := needCLILab(t)
+	k := testservers.StartKafka(t)
+	const topic = "rtt-lab"
+	k.CreateTopic(t, topic, 2)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +243,7 @@ func TestMonitorMetricsPrometheus(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cliBin, "monitor", "--netns", l.Middlebox.Name, "-i", l.MiddleboxClientIf,
 		"-T", "-C", "--aggregate", "1s", "-F", "jsonl", "-w", out, "--metrics-addr", addr,
+		"--kafka", "brokers="+k.Addr+",topic="+topic+",format=protobuf",
 		"--anonymize", "pfx", "--anon-key-file", writeKey(t, 32))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -326,6 +335,43 @@ func TestMonitorMetricsPrometheus(t *testing.T) {
 		t.Fatalf("monitor: %v\n%s", err, stderr.String())
 	}
 	t.Logf("%d samples in %d prefixes: Prometheus's counts and native buckets equal the aggregated records %v", samples, len(want), got)
+
+	// Kafka got the file's records: as many, and the same samples per
+	// prefix (the file is complete now that the monitor has exited).
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Count(b, []byte("\n"))
+	final := fileAggregates(t, out)
+	inKafka := map[string]uint64{}
+	msgs := 0
+	for _, recs := range k.ReadAll(t, topic) {
+		for _, r := range recs {
+			msgs++
+			var rec recordpb.Record
+			if err := proto.Unmarshal(r.Value, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if a := rec.GetAggregate(); a != nil {
+				addr, _ := netip.AddrFromSlice(a.PrefixAddr)
+				p := netip.PrefixFrom(addr, int(a.PrefixBits)).String()
+				if string(r.Key) != p {
+					t.Errorf("aggregate of %s has key %q", p, r.Key)
+				}
+				inKafka[p] += a.Count
+			}
+		}
+	}
+	if msgs != lines {
+		t.Errorf("%d messages in the topic, %d records in the file", msgs, lines)
+	}
+	for p, e := range final {
+		if inKafka[p] != e.count {
+			t.Errorf("%s: %d samples in Kafka, %d in the file", p, inKafka[p], e.count)
+		}
+	}
+	t.Logf("Kafka: %d messages, samples per prefix %v", msgs, inKafka)
 }
 
 // TestSinkUsageErrors checks the refusals of bad sink flags: exit 2, one
