@@ -76,84 +76,58 @@ func (w *Writer) Counters(s *events.SinkStats) {
 	s.Dropped += w.dropped.Load()
 }
 
+// The format.Writer methods: each record is one message, keyed by its
+// flow (aggregates by their prefix; stats and key notices have no key).
+
 // WriteRTT implements format.Writer.
 func (w *Writer) WriteRTT(e *events.RTT) error {
-	return w.send(w.flowKey(&e.Flow), func() ([]byte, error) {
-		if w.opts.Format == "protobuf" {
-			return w.marshal.Marshal(w.pb.RTT(e))
-		}
-		return w.jsonLine(w.jsonl.WriteRTT(e))
-	})
+	return write(w, w.flowKey(&e.Flow), e, w.pb.RTT, w.jsonl.WriteRTT)
 }
 
 // WriteFlow implements format.Writer.
 func (w *Writer) WriteFlow(e *events.FlowEvent) error {
-	return w.send(w.flowKey(&e.Flow), func() ([]byte, error) {
-		if w.opts.Format == "protobuf" {
-			return w.marshal.Marshal(w.pb.FlowEvent(e))
-		}
-		return w.jsonLine(w.jsonl.WriteFlow(e))
-	})
+	return write(w, w.flowKey(&e.Flow), e, w.pb.FlowEvent, w.jsonl.WriteFlow)
 }
 
-// WriteStats implements format.Writer; stats records have no key.
+// WriteStats implements format.Writer.
 func (w *Writer) WriteStats(s *events.Stats) error {
-	return w.send(nil, func() ([]byte, error) {
-		if w.opts.Format == "protobuf" {
-			return w.marshal.Marshal(w.pb.Stats(s))
-		}
-		return w.jsonLine(w.jsonl.WriteStats(s))
-	})
+	return write(w, nil, s, w.pb.Stats, w.jsonl.WriteStats)
 }
 
-// WriteAggregate implements format.Writer: keyed by the prefix.
+// WriteAggregate implements format.Writer.
 func (w *Writer) WriteAggregate(a *events.Aggregate) error {
 	w.keyBuf = aggregateKey(w.keyBuf[:0], a)
-	return w.send(w.keyBuf, func() ([]byte, error) {
-		if w.opts.Format == "protobuf" {
-			return w.marshal.Marshal(w.pb.Aggregate(a))
-		}
-		return w.jsonLine(w.jsonl.WriteAggregate(a))
-	})
+	return write(w, w.keyBuf, a, w.pb.Aggregate, w.jsonl.WriteAggregate)
 }
 
-// WriteFlowSummary implements format.Writer: keyed as the flow's records.
+// WriteFlowSummary implements format.Writer.
 func (w *Writer) WriteFlowSummary(s *events.FlowSummary) error {
-	return w.send(w.flowKey(&s.Flow), func() ([]byte, error) {
-		if w.opts.Format == "protobuf" {
-			return w.marshal.Marshal(w.pb.FlowSummary(s))
-		}
-		return w.jsonLine(w.jsonl.WriteFlowSummary(s))
-	})
+	return write(w, w.flowKey(&s.Flow), s, w.pb.FlowSummary, w.jsonl.WriteFlowSummary)
 }
 
-// WriteAnonKey implements format.Writer; no key.
+// WriteAnonKey implements format.Writer.
 func (w *Writer) WriteAnonKey(k *events.AnonKey) error {
-	return w.send(nil, func() ([]byte, error) {
-		if w.opts.Format == "protobuf" {
-			return w.marshal.Marshal(w.pb.AnonKey(k))
-		}
-		return w.jsonLine(w.jsonl.WriteAnonKey(k))
-	})
+	return write(w, nil, k, w.pb.AnonKey, w.jsonl.WriteAnonKey)
 }
 
-// WritePDM implements format.Writer: keyed as the flow's records.
+// WritePDM implements format.Writer.
 func (w *Writer) WritePDM(p *events.PDM) error {
-	return w.send(w.flowKey(&p.Flow), func() ([]byte, error) {
-		if w.opts.Format == "protobuf" {
-			return w.marshal.Marshal(w.pb.PDM(p))
-		}
-		return w.jsonLine(w.jsonl.WritePDM(p))
-	})
+	return write(w, w.flowKey(&p.Flow), p, w.pb.PDM, w.jsonl.WritePDM)
 }
 
-// WritePDMInterval implements format.Writer: keyed as the flow's records.
+// WritePDMInterval implements format.Writer.
 func (w *Writer) WritePDMInterval(p *events.PDMInterval) error {
-	return w.send(w.flowKey(&p.Flow), func() ([]byte, error) {
+	return write(w, w.flowKey(&p.Flow), p, w.pb.PDMInterval, w.jsonl.WritePDMInterval)
+}
+
+// write sends record r as a message with key, encoded by pb (protobuf) or
+// rendered by the jsonl writer's method.
+func write[T any](w *Writer, key []byte, r *T, pb func(*T) *recordpb.Record, jsonl func(*T) error) error {
+	return w.send(key, func() ([]byte, error) {
 		if w.opts.Format == "protobuf" {
-			return w.marshal.Marshal(w.pb.PDMInterval(p))
+			return w.marshal.Marshal(pb(r))
 		}
-		return w.jsonLine(w.jsonl.WritePDMInterval(p))
+		return w.jsonLine(jsonl(r))
 	})
 }
 
