@@ -250,12 +250,12 @@ func (w *Writer) Close() error {
 		w.dropped.Add(uint64(w.spool.len()))
 		err = errors.Join(err, w.spool.remove())
 	}
-	var s events.SinkStats
-	w.Counters(&s)
-	fmt.Fprintf(w.log, "rttscope: kafka: %d messages produced, %d acknowledged, %d spooled, %d dropped by the sink\n", s.Produced, s.Acked, s.Spooled, s.Dropped)
 	if ferr != nil {
 		fmt.Fprintf(w.log, "rttscope: kafka: not every message was acknowledged within close-timeout=%v: %v\n", w.opts.CloseTimeout, ferr)
 	}
+	var s events.SinkStats
+	w.Counters(&s)
+	fmt.Fprintf(w.log, "rttscope: kafka: %d messages produced, %d acknowledged, %d spooled, %d dropped by the sink\n", s.Produced, s.Acked, s.Spooled, s.Dropped)
 	return err
 }
 
