@@ -41,6 +41,22 @@ func monitorWithTraffic(t *testing.T, l *lab.Lab, args ...string) (file, stderr 
 		t.Fatal(err)
 	}
 	time.Sleep(700 * time.Millisecond) // attach
+	labTraffic(ctx, t, l)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("rttscope monitor %v: %v\n%s", args, err, errBuf.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), errBuf.String()
+}
+
+// labTraffic runs, through the lab's middlebox, three TCP flows from the
+// client to the first server while the client pings it five times over
+// IPv4 and five over IPv6, and returns when all is done.
+func labTraffic(ctx context.Context, t *testing.T, l *lab.Lab) {
+	t.Helper()
 	sink, err := traffic.NewManySink(l.Servers[0], l.ServerAddr4[0], 0)
 	if err != nil {
 		t.Fatal(err)
@@ -58,14 +74,6 @@ func monitorWithTraffic(t *testing.T, l *lab.Lab, args ...string) (file, stderr 
 	if err := flows.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("rttscope monitor %v: %v\n%s", args, err, errBuf.String())
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b), errBuf.String()
 }
 
 // TestMonitorAnonymizedLab: a live run with each mode, in each format and

@@ -381,6 +381,9 @@ func wantStatsKeys(s *events.Stats) []string {
 			keys = append(keys, "programs")
 		}
 	}
+	if s.Sinks != nil {
+		keys = append(keys, "sinks")
+	}
 	return keys
 }
 

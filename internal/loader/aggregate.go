@@ -165,7 +165,7 @@ func (a *Aggregator) sum(g *events.Aggregate) {
 	}
 	var d events.Distribution
 	d.Set(a.h, g.Count, sum, min, max)
-	g.Min, g.Mean, g.Max = d.Min, d.Mean, d.Max
+	g.Min, g.Mean, g.Max, g.Sum = d.Min, d.Mean, d.Max, d.Sum
 	g.P50, g.P90, g.P95, g.P99 = d.P50, d.P90, d.P95, d.P99
 	g.Histogram = d.Histogram
 }
