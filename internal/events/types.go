@@ -294,6 +294,11 @@ type Stats struct {
 	// BPF is the kernel's run time accounting of the attached programs;
 	// nil in records that do not carry it (replay). Owned as Process.
 	BPF *BPFStats
+	// Sinks counts the work of each output sink when records go to
+	// sinks with queues of their own (internal/sink); nil otherwise. A
+	// pointer, as Process and BPF, so that Stats stays comparable.
+	// Owned as Process.
+	Sinks *SinkReport
 }
 
 // ProcessStats is the resource use of the rttscope process (getrusage

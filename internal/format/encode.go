@@ -197,6 +197,18 @@ func appendStatsLine(b []byte, s *events.Stats, loc *time.Location) []byte {
 			b = appendNsOrDash(b, v, ok)
 		}
 	}
+	sinks := s.SinkList()
+	for i := range sinks {
+		k := &sinks[i]
+		for _, c := range sinkCounters(k) {
+			b = append(b, ' ')
+			b = append(b, k.Name...)
+			b = append(b, '_')
+			b = append(b, c.name...)
+			b = append(b, '=')
+			b = strconv.AppendUint(b, c.v, 10)
+		}
+	}
 	return append(b, '\n')
 }
 
@@ -439,7 +451,49 @@ func appendStatsJSON(b []byte, s *events.Stats) []byte {
 			b = append(b, ']')
 		}
 	}
+	if sinks := s.SinkList(); len(sinks) > 0 {
+		b = append(b, ',')
+		b = appendKey(b, "sinks")
+		b = append(b, '[')
+		for i := range sinks {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendSinkJSON(b, &sinks[i])
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}')
+}
+
+// appendSinkJSON appends one sink's counters (docs/sinks.md).
+func appendSinkJSON(b []byte, k *events.SinkStats) []byte {
+	b = append(b, '{')
+	b = appendStr(b, "name", k.Name)
+	b = append(b, ',')
+	b = appendStr(b, "policy", k.Policy)
+	for _, c := range sinkCounters(k) {
+		b = append(b, ',')
+		b = appendUint(b, c.name, c.v)
+	}
+	return append(b, '}')
+}
+
+// sinkCounter is a counter of a sink's stats, as named in json and on the
+// standard line.
+type sinkCounter struct {
+	name string
+	v    uint64
+}
+
+// sinkCounters lists k's counters in output order; the Kafka ones only
+// for the Kafka sink.
+func sinkCounters(k *events.SinkStats) []sinkCounter {
+	c := []sinkCounter{{"records", k.Records}, {"queued", k.Queued}, {"dropped", k.Dropped}}
+	if k.Name == "kafka" {
+		c = append(c, sinkCounter{"produced", k.Produced}, sinkCounter{"acked", k.Acked}, sinkCounter{"spooled", k.Spooled})
+	}
+	return c
 }
 
 // appendProgramJSON appends one program's run time accounting; the per

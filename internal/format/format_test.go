@@ -126,6 +126,10 @@ func writeAll(t testing.TB, w Writer, evs []any) {
 			err = w.WriteAggregate(e)
 		case *events.FlowSummary:
 			err = w.WriteFlowSummary(e)
+		case *events.PDM:
+			err = w.WritePDM(e)
+		case *events.PDMInterval:
+			err = w.WritePDMInterval(e)
 		default:
 			t.Fatalf("unexpected fixture type %T", ev)
 		}
@@ -396,6 +400,9 @@ func wantStatsKeys(s *events.Stats) []string {
 		if s.BPF.Enabled {
 			keys = append(keys, "programs")
 		}
+	}
+	if s.Sinks != nil {
+		keys = append(keys, "sinks")
 	}
 	return keys
 }

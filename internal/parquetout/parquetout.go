@@ -38,6 +38,8 @@ const (
 	TypeAggregate   = "aggregate"
 	TypeFlowSummary = "flow_summary"
 	TypeAnonKey     = "anon_key"
+	TypePDM         = "pdm"
+	TypePDMInterval = "pdm_interval"
 )
 
 // Row is one record. Every row has RecordType and Timestamp; which other
@@ -48,6 +50,7 @@ const (
 //     (--dns-names) dns_name, and
 //     (without --minimal) the four counters;
 //   - flow_event: the flow columns, flow_event, reason, triggered_by;
+//   - pdm, pdm_interval (rttscope pdm): the flow columns and record;
 //   - stats, aggregate, flow_summary, anon_key: record, the record's jsonl
 //     object as JSON text, so that these records, a few per interval, keep
 //     every field of the json formats. (A JSON logical type is not used:
@@ -385,6 +388,11 @@ func (w *Writer) WriteFlow(e *events.FlowEvent) error {
 // jsonRow adds a row of type typ holding the record the jsonl writer
 // renders with write.
 func (w *Writer) jsonRow(typ string, ts int64, write func(format.Writer) error) error {
+	return w.flowJSONRow(typ, ts, nil, write)
+}
+
+// flowJSONRow is jsonRow with the flow columns of f (when not nil).
+func (w *Writer) flowJSONRow(typ string, ts int64, f *events.Flow, write func(format.Writer) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.jsonBuf.Reset()
@@ -395,7 +403,11 @@ func (w *Writer) jsonRow(typ string, ts int64, write func(format.Writer) error) 
 		return err
 	}
 	rec := strings.TrimSuffix(w.jsonBuf.String(), "\n")
-	return w.add(Row{RecordType: typ, Timestamp: ts, Record: &rec})
+	r := Row{RecordType: typ, Timestamp: ts, Record: &rec}
+	if f != nil {
+		w.fillFlow(&r, f)
+	}
+	return w.add(r)
 }
 
 // WriteStats implements format.Writer.
@@ -416,6 +428,17 @@ func (w *Writer) WriteFlowSummary(s *events.FlowSummary) error {
 // WriteAnonKey implements format.Writer.
 func (w *Writer) WriteAnonKey(k *events.AnonKey) error {
 	return w.jsonRow(TypeAnonKey, k.Time, func(j format.Writer) error { return j.WriteAnonKey(k) })
+}
+
+// WritePDM implements format.Writer: the flow columns, and the record as
+// JSON (its fields are many and mostly zero outside PDM).
+func (w *Writer) WritePDM(p *events.PDM) error {
+	return w.flowJSONRow(TypePDM, p.Time, &p.Flow, func(j format.Writer) error { return j.WritePDM(p) })
+}
+
+// WritePDMInterval implements format.Writer, as WritePDM.
+func (w *Writer) WritePDMInterval(p *events.PDMInterval) error {
+	return w.flowJSONRow(TypePDMInterval, p.Time, &p.Flow, func(j format.Writer) error { return j.WritePDMInterval(p) })
 }
 
 // Flush implements format.Writer. It moves buffered rows into the open

@@ -45,6 +45,8 @@ type Writer struct {
 	agg     events.Aggregate
 	summary events.FlowSummary
 	notice  events.AnonKey
+	pdm     events.PDM
+	pdmInt  events.PDMInterval
 }
 
 // flowKey names a connection in both directions: the lower endpoint first.
