@@ -26,8 +26,11 @@ func newMonitorCmd() *cobra.Command {
 		Long: `monitor attaches eBPF programs to the egress (tc/TCX) and ingress (tc/TCX or
 XDP) hooks of each interface and reports round-trip times of the flows that
 pass, without sending any packet: for TCP from the timestamp option (a TSval
-seen in one direction, echoed as TSecr in the other), for ICMP from echo
-request/reply pairs. It only observes: packets are never dropped or changed.
+seen in one direction, echoed as TSecr in the other) or, in segments without
+it, from sequence numbers and the ACK that covers them (--tcp-mode), and from
+the handshake (--tcp-handshake); for ICMP from echo request/reply pairs. Each
+sample names its source (json: source; docs/sources.md). It only observes:
+packets are never dropped or changed.
 
 Samples are taken in both directions at each interface. A sample "matched on
 egress" (json: match_on_egress) was completed by a packet leaving this host,

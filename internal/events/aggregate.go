@@ -74,4 +74,6 @@ type Aggregate struct {
 	Sum                time.Duration
 	P50, P90, P95, P99 time.Duration // from the histogram
 	Histogram          []HistBin     // non-empty bins, ascending
+	// BySource counts the samples of each source (indexed by Source).
+	BySource [NumSources]uint64
 }

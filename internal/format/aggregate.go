@@ -20,16 +20,17 @@ func (w *writer) WriteAggregate(a *events.Aggregate) error {
 
 // appendAggregateStandard appends one line:
 //
-//	HH:MM:SS.nnnnnnnnn PREFIX rtt n=N min=X mean=X p50=X p90=X p95=X p99=X max=X ms rx=P pkts B bytes tx=P pkts B bytes
+//	HH:MM:SS.nnnnnnnnn PREFIX rtt n=N [tcp_ts=N ...] min=X mean=X p50=X p90=X p95=X p99=X max=X ms rx=P pkts B bytes tx=P pkts B bytes
 //
-// (the rtt part is "rtt n=0" without samples; minimal output has no rx and
+// (the bracket counts the samples of each source that has some; the rtt
+// part is "rtt n=0" without samples; minimal output has no rx and
 // tx part; a prefix dropped by --anonymize drop shows as "#ID").
 func appendAggregateStandard(b []byte, a *events.Aggregate, st *style) []byte {
 	b = appendTimeOfDay(b, a.Time, st.loc)
 	b = append(b, ' ')
 	b = appendPrefix(b, a)
 	b = append(b, " rtt"...)
-	b = appendDistStandard(b, a.Count, [7]time.Duration{a.Min, a.Mean, a.P50, a.P90, a.P95, a.P99, a.Max})
+	b = appendDistStandard(b, a.Count, [7]time.Duration{a.Min, a.Mean, a.P50, a.P90, a.P95, a.P99, a.Max}, &a.BySource)
 	if st.minimal {
 		return append(b, '\n')
 	}
@@ -47,9 +48,12 @@ func appendAggregateStandard(b []byte, a *events.Aggregate, st *style) []byte {
 // appendDistStandard appends " n=N min=X mean=X p50=X p90=X p95=X
 // p99=X max=X ms" for the minimum, mean, quantiles and maximum in v, or
 // " n=0" without samples.
-func appendDistStandard(b []byte, n uint64, v [7]time.Duration) []byte {
+func appendDistStandard(b []byte, n uint64, v [7]time.Duration, bySource *[events.NumSources]uint64) []byte {
 	b = append(b, " n="...)
 	b = strconv.AppendUint(b, n, 10)
+	if bySource != nil {
+		b = appendSourcesStandard(b, bySource)
+	}
 	if n == 0 {
 		return b
 	}
@@ -96,7 +100,8 @@ func appendTrafficJSON(b []byte, key string, t *events.Traffic) []byte {
 }
 
 // appendAggregateJSON appends an aggregate object. The RTT statistics are
-// present only when count_rtt > 0. histogram lists the non-empty bins as
+// present only when count_rtt > 0, count_by_source (the samples of each
+// source that has some) first. histogram lists the non-empty bins as
 // [lower_ns, upper_ns, count] (upper_ns null for the overflow bin). A
 // prefix dropped by --anonymize drop has prefix_id in place of ip_prefix;
 // minimal output has no rx_stats and tx_stats.
@@ -127,6 +132,8 @@ func appendAggregateJSON(b []byte, a *events.Aggregate, st *style) []byte {
 	if a.Count == 0 {
 		return append(b, '}')
 	}
+	b = append(b, ',')
+	b = appendSourcesJSON(b, &a.BySource)
 	for _, f := range [...]struct {
 		name string
 		v    time.Duration

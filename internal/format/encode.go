@@ -94,6 +94,23 @@ func appendRTTStandard(b []byte, e *events.RTT, st *style) []byte {
 	b = append(b, e.Flow.Proto.String()...)
 	b = append(b, ' ')
 	b = appendFlowName(b, &e.Flow)
+	if tag := e.Source.Tag(); tag != "" {
+		b = append(b, ' ')
+		b = append(b, tag...)
+	}
+	if e.Source == events.SourceDNS {
+		b = append(b, ' ')
+		b = e.DNS.AppendQType(b)
+		b = append(b, ' ')
+		b = e.DNS.AppendRCode(b)
+		if e.DNS.Truncated {
+			b = append(b, " TC"...)
+		}
+		if e.DNS.Name != "" {
+			b = append(b, ' ')
+			b = append(b, e.DNS.Name...)
+		}
+	}
 	return append(b, '\n')
 }
 
@@ -326,7 +343,9 @@ func appendCommonJSON(b []byte, ts int64, f *events.Flow) []byte {
 }
 
 // appendRTTJSON appends an RTT object: ePPing's fields in ePPing's order,
-// then rttscope's own (smoothed_rtt). Minimal output has no counters.
+// then rttscope's own (smoothed_rtt, source, and for DNS samples
+// dns_qtype, dns_rcode, dns_truncated and with --dns-names dns_name).
+// Minimal output has no counters.
 func appendRTTJSON(b []byte, e *events.RTT, st *style) []byte {
 	b = appendCommonJSON(b, e.Time, &e.Flow)
 	b = append(b, ',')
@@ -347,6 +366,29 @@ func appendRTTJSON(b []byte, e *events.RTT, st *style) []byte {
 	b = appendBool(b, "match_on_egress", e.MatchOnEgress)
 	b = append(b, ',')
 	b = appendInt(b, "smoothed_rtt", int64(e.SmoothedRTT))
+	b = append(b, ',')
+	b = appendStr(b, "source", e.Source.String())
+	if e.Source == events.SourceDNS {
+		b = append(b, ",\"dns_qtype\":\""...)
+		b = e.DNS.AppendQType(b)
+		b = append(b, "\",\"dns_rcode\":\""...)
+		b = e.DNS.AppendRCode(b)
+		b = append(b, "\","...)
+		b = appendBool(b, "dns_truncated", e.DNS.Truncated)
+		if e.DNS.Name != "" {
+			// Presentation format: printable ASCII, whose only
+			// character JSON escapes is the backslash of \DDD.
+			b = append(b, ",\"dns_name\":\""...)
+			for i := 0; i < len(e.DNS.Name); i++ {
+				if c := e.DNS.Name[i]; c == '\\' || c == '"' {
+					b = append(b, '\\', c)
+				} else {
+					b = append(b, c)
+				}
+			}
+			b = append(b, '"')
+		}
+	}
 	return append(b, '}')
 }
 
@@ -476,6 +518,49 @@ func appendProgramJSON(b []byte, p *events.ProgramStats) []byte {
 		b = append(b, ',')
 		b = appendKey(b, "interval_ns_per_packet")
 		b = appendFloat(b, v, 1)
+	}
+	return append(b, '}')
+}
+
+// appendSourcesStandard appends " [tcp_ts=N tcp_seq=M]": the sources with
+// samples among counts (indexed by events.Source); nothing without any.
+func appendSourcesStandard(b []byte, counts *[events.NumSources]uint64) []byte {
+	first := true
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if first {
+			b = append(b, " ["...)
+			first = false
+		} else {
+			b = append(b, ' ')
+		}
+		b = append(b, events.Source(i).String()...)
+		b = append(b, '=')
+		b = strconv.AppendUint(b, n, 10)
+	}
+	if !first {
+		b = append(b, ']')
+	}
+	return b
+}
+
+// appendSourcesJSON appends "count_by_source":{"tcp_ts":N,...} with the
+// sources that have samples.
+func appendSourcesJSON(b []byte, counts *[events.NumSources]uint64) []byte {
+	b = appendKey(b, "count_by_source")
+	b = append(b, '{')
+	first := true
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendUint(b, events.Source(i).String(), n)
 	}
 	return append(b, '}')
 }

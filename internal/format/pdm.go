@@ -109,7 +109,7 @@ func appendPDMIntervalStandard(b []byte, p *events.PDMInterval, st *style) []byt
 		d    *events.Distribution
 	}{{" dtlr", &p.DTLR}, {" dtls", &p.DTLS}, {" network_rtt", &p.NetworkRTT}} {
 		b = append(b, d.name...)
-		b = appendDistStandard(b, d.d.Count, [7]time.Duration{d.d.Min, d.d.Mean, d.d.P50, d.d.P90, d.d.P95, d.d.P99, d.d.Max})
+		b = appendDistStandard(b, d.d.Count, [7]time.Duration{d.d.Min, d.d.Mean, d.d.P50, d.d.P90, d.d.P95, d.d.P99, d.d.Max}, nil)
 	}
 	return append(b, '\n')
 }

@@ -156,6 +156,9 @@ func (a *Aggregator) sum(g *events.Aggregate) {
 		}
 		g.Count += v.RttCount
 		sum += v.RttSum
+		for src, n := range v.SourceCount {
+			g.BySource[src] += uint64(n)
+		}
 		for b, n := range v.Hist[:hist.Bins] {
 			a.h[b] += n
 		}

@@ -21,6 +21,9 @@ var (
 	ecnDesc = prometheus.NewDesc("rttscope_prefix_ecn_packets_total",
 		"Packets of the prefix by direction and ECN codepoint",
 		[]string{"prefix", "direction", "ecn"}, nil)
+	samplesDesc = prometheus.NewDesc("rttscope_prefix_samples_total",
+		"RTT samples of the prefix by the source that measured them (tcp_ts, tcp_seq, tcp_syn, icmp, dns, quic_spin: docs/sources.md)",
+		[]string{"prefix", "source"}, nil)
 	prefixesDesc = prometheus.NewDesc("rttscope_metrics_prefixes",
 		"Prefixes with series of their own (at most --metrics-max-prefixes)", nil, nil)
 	overflowDesc = prometheus.NewDesc("rttscope_metrics_overflow_records_total",
@@ -95,6 +98,11 @@ func (s *Sink) collectPrefix(ch chan<- prometheus.Metric, l string, p *prefixSta
 		}
 		for i, e := range events.ECNNames {
 			ch <- prometheus.MustNewConstMetric(ecnDesc, prometheus.CounterValue, float64(t.ECN[i]), l, dir, e)
+		}
+	}
+	for i, n := range p.bySource {
+		if n > 0 { // a source that never measured this prefix has no series
+			ch <- prometheus.MustNewConstMetric(samplesDesc, prometheus.CounterValue, float64(n), l, events.Source(i).String())
 		}
 	}
 }

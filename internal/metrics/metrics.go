@@ -63,8 +63,9 @@ type Sink struct {
 
 // prefixState is what the series of one prefix expose.
 type prefixState struct {
-	rtt    *rttHistogram
-	rx, tx events.Traffic
+	rtt      *rttHistogram
+	rx, tx   events.Traffic
+	bySource [events.NumSources]uint64 // samples per RTT source
 }
 
 // New listens on opts.Addr (so that a taken port is an error before the
@@ -99,6 +100,9 @@ func (s *Sink) WriteAggregate(a *events.Aggregate) error {
 	p.rtt.add(a, DefaultBuckets)
 	addTraffic(&p.rx, &a.RX)
 	addTraffic(&p.tx, &a.TX)
+	for i, n := range a.BySource {
+		p.bySource[i] += n
+	}
 	return nil
 }
 

@@ -23,6 +23,11 @@ import (
 // binned as the kernel does (internal/hist).
 func aggregate(p string, rtts ...time.Duration) *events.Aggregate {
 	a := &events.Aggregate{Prefix: netip.MustParsePrefix(p), Count: uint64(len(rtts))}
+	// The first sample from sequence numbers, the others timestamps.
+	if len(rtts) > 0 {
+		a.BySource[events.SourceTCPSeq] = 1
+		a.BySource[events.SourceTCPTS] = uint64(len(rtts) - 1)
+	}
 	a.RX.Packets[events.ClassTCP] = uint64(10 * len(rtts))
 	a.TX.Bytes[events.ClassUDP] = 1500
 	a.RX.ECN[3] = 2
@@ -202,6 +207,14 @@ func TestMetricsHistogramsAndOverflow(t *testing.T) {
 	}
 	if v := series(t, fams, "rttscope_prefix_ecn_packets_total", "prefix", "10.1.0.0/24", "direction", "rx", "ecn", "ce").GetCounter().GetValue(); v != 4 {
 		t.Errorf("rx CE packets %g, want 4", v)
+	}
+	for src, want := range map[string]float64{"tcp_seq": 2, "tcp_ts": 5} {
+		if v := series(t, fams, "rttscope_prefix_samples_total", "prefix", "10.1.0.0/24", "source", src).GetCounter().GetValue(); v != want {
+			t.Errorf("%s samples %g, want %g", src, v, want)
+		}
+	}
+	if strings.Contains(text, `source="dns"`) {
+		t.Error("a series of a source without samples")
 	}
 	// The text format (what a server without native histograms reads)
 	// has the classic buckets.

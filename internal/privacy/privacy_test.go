@@ -486,3 +486,29 @@ func TestNumbersBounded(t *testing.T) {
 		t.Errorf("%d keys held, limit 2 per generation", len(n.cur)+len(n.old))
 	}
 }
+
+// TestDNSNames: the question's name of a DNS sample (--dns-names) names a
+// host as its address does: address anonymization and minimal output drop
+// it, the other privacy options keep it.
+func TestDNSNames(t *testing.T) {
+	dns := &events.RTT{Time: t0 + 1, Flow: flow(client4, server4, 40053, 53, events.ProtoUDP).Reverse(), RTT: time.Millisecond,
+		Source: events.SourceDNS, DNS: events.DNSInfo{QType: 1, Name: "www.example.com."}}
+	for _, c := range []struct {
+		o    Options
+		keep bool
+	}{
+		{Options{Anonymize: "pfx"}, false},
+		{Options{Anonymize: "drop"}, false},
+		{Options{Minimal: true}, false},
+		{Options{RelativeTime: true}, true},
+		{Options{AnonymizePorts: true}, true},
+	} {
+		got, out := run(t, c.o, []any{dns})
+		if kept := got.rtts[0].DNS.Name != ""; kept != c.keep || strings.Contains(out, "example") != c.keep {
+			t.Errorf("%+v: name kept %v (output %q), want %v", c.o, kept, out, c.keep)
+		}
+		if got.rtts[0].DNS.QType != 1 {
+			t.Errorf("%+v: qtype lost", c.o)
+		}
+	}
+}

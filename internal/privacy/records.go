@@ -23,6 +23,11 @@ func (w *Writer) WriteRTT(e *events.RTT) error {
 	if w.opts.Minimal {
 		c.SentPackets, c.SentBytes, c.RecPackets, c.RecBytes = 0, 0, 0, 0
 	}
+	// A DNS name (--dns-names) names a host as its address does: it
+	// does not pass address anonymization or minimal output.
+	if w.opts.Minimal || w.anonymizing() {
+		c.DNS.Name = ""
+	}
 	return w.next.WriteRTT(c)
 }
 

@@ -209,6 +209,9 @@ func (w *Writer) time(t int64) int64 {
 	return t
 }
 
+// anonymizing reports whether addresses are anonymized or dropped.
+func (w *Writer) anonymizing() bool { return w.flows != nil || w.scheme != nil }
+
 // anonFlow rewrites f's addresses and ports.
 func (w *Writer) anonFlow(f *events.Flow) {
 	switch {

@@ -16,6 +16,7 @@ import (
 type Encoder struct {
 	rec     Record
 	rtt     RTT
+	dns     DNSInfo
 	flowEv  FlowEvent
 	flowA   Flow
 	src     Endpoint
@@ -30,7 +31,12 @@ func (c *Encoder) RTT(e *events.RTT) *Record {
 		Timestamp: e.Time, Flow: c.flow(&e.Flow),
 		RttNs: int64(e.RTT), MinRttNs: int64(e.MinRTT), SmoothedRttNs: int64(e.SmoothedRTT),
 		SentPackets: e.SentPackets, SentBytes: e.SentBytes, RecPackets: e.RecPackets, RecBytes: e.RecBytes,
-		MatchOnEgress: e.MatchOnEgress,
+		MatchOnEgress: e.MatchOnEgress, Source: e.Source.String(),
+	}
+	if e.Source == events.SourceDNS {
+		c.dns = DNSInfo{Qtype: string(e.DNS.AppendQType(nil)), Rcode: string(e.DNS.AppendRCode(nil)),
+			Truncated: e.DNS.Truncated, Name: e.DNS.Name}
+		c.rtt.Dns = &c.dns
 	}
 	c.oneRTT.Rtt = &c.rtt
 	c.rec.Record = &c.oneRTT
@@ -113,6 +119,7 @@ func (c *Encoder) Aggregate(a *events.Aggregate) *Record {
 		p.PrefixAddr, p.PrefixBits = a.Prefix.Addr().AsSlice(), uint32(a.Prefix.Bits())
 	}
 	p.Histogram = histBins(a.Histogram)
+	p.CountBySource = bySource(&a.BySource)
 	return &Record{Record: &Record_Aggregate{Aggregate: p}}
 }
 
@@ -131,7 +138,23 @@ func (c *Encoder) FlowSummary(s *events.FlowSummary) *Record {
 
 func dirSummary(d *events.FlowDirSummary) *FlowDirSummary {
 	return &FlowDirSummary{Packets: d.Packets, Bytes: d.Bytes, Count: d.Count, MinNs: int64(d.Min), MeanNs: int64(d.Mean),
-		MaxNs: int64(d.Max), P50Ns: int64(d.P50), P99Ns: int64(d.P99)}
+		MaxNs: int64(d.Max), P50Ns: int64(d.P50), P99Ns: int64(d.P99), CountBySource: bySource(&d.BySource)}
+}
+
+// bySource is the per-source sample counts as a map of the sources that
+// have some (nil when none has).
+func bySource(counts *[events.NumSources]uint64) map[string]uint64 {
+	var m map[string]uint64
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if m == nil {
+			m = map[string]uint64{}
+		}
+		m[events.Source(i).String()] = n
+	}
+	return m
 }
 
 // PDM returns p as a Record.

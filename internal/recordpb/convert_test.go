@@ -32,11 +32,16 @@ func TestRecordsSurviveTheWire(t *testing.T) {
 	f := events.Flow{Src: events.Endpoint{IP: netip.MustParseAddr("192.0.2.1"), Port: 443},
 		Dst: events.Endpoint{IP: netip.MustParseAddr("2001:db8::5"), Port: 4000}, Proto: events.ProtoTCP}
 	rtt := roundTrip(t, c.RTT(&events.RTT{Time: 17, Flow: f, RTT: 3 * time.Millisecond, MinRTT: time.Millisecond,
-		SmoothedRTT: 2 * time.Millisecond, SentPackets: 5, RecBytes: 99, MatchOnEgress: true})).GetRtt()
+		SmoothedRTT: 2 * time.Millisecond, SentPackets: 5, RecBytes: 99, MatchOnEgress: true, Source: events.SourceTCPSeq})).GetRtt()
 	if rtt.Timestamp != 17 || rtt.RttNs != 3e6 || rtt.MinRttNs != 1e6 || rtt.SmoothedRttNs != 2e6 || rtt.SentPackets != 5 ||
 		rtt.RecBytes != 99 || !rtt.MatchOnEgress || len(rtt.Flow.Src.Ip) != 4 || len(rtt.Flow.Dst.Ip) != 16 ||
-		rtt.Flow.Src.Port != 443 || rtt.Flow.Protocol != 6 {
+		rtt.Flow.Src.Port != 443 || rtt.Flow.Protocol != 6 || rtt.Source != "tcp_seq" || rtt.Dns != nil {
 		t.Errorf("rtt %v", rtt)
+	}
+	dns := roundTrip(t, c.RTT(&events.RTT{Time: 18, Flow: f, RTT: time.Millisecond, Source: events.SourceDNS,
+		DNS: events.DNSInfo{QType: 28, RCode: 3, Truncated: true, Name: "a.example."}})).GetRtt()
+	if d := dns.Dns; dns.Source != "dns" || d == nil || d.Qtype != "AAAA" || d.Rcode != "NXDOMAIN" || !d.Truncated || d.Name != "a.example." {
+		t.Errorf("dns rtt %v", dns)
 	}
 	fe := roundTrip(t, c.FlowEvent(&events.FlowEvent{Time: 3, Flow: events.Flow{ID: 9, Proto: events.ProtoICMP},
 		Type: events.FlowClosing, Reason: events.ReasonTimeout, TriggeredBySrc: true})).GetFlowEvent()
@@ -53,14 +58,17 @@ func TestRecordsSurviveTheWire(t *testing.T) {
 	a := &events.Aggregate{Time: 10, Start: 5, Prefix: netip.MustParsePrefix("10.1.2.0/24"), Count: 2, Sum: 7 * time.Millisecond,
 		P99: 4 * time.Millisecond, Histogram: []events.HistBin{{Lower: 1, Upper: 2, Count: 2}}}
 	a.RX.Packets[events.ClassUDP] = 6
+	a.BySource[events.SourceDNS] = 2
 	ag := roundTrip(t, c.Aggregate(a)).GetAggregate()
 	if ag.PrefixBits != 24 || netip.AddrFrom4([4]byte(ag.PrefixAddr)).String() != "10.1.2.0" || ag.SumNs != 7e6 || ag.P99Ns != 4e6 ||
-		ag.Rx.Packets[events.ClassUDP] != 6 || len(ag.Rx.Ecn) != 4 || ag.Histogram[0].Count != 2 {
+		ag.Rx.Packets[events.ClassUDP] != 6 || len(ag.Rx.Ecn) != 4 || ag.Histogram[0].Count != 2 ||
+		len(ag.CountBySource) != 1 || ag.CountBySource["dns"] != 2 {
 		t.Errorf("aggregate %v", ag)
 	}
 	fs := roundTrip(t, c.FlowSummary(&events.FlowSummary{Time: 2, Flow: f, Reason: events.ReasonFIN,
-		Src: events.FlowDirSummary{Packets: 4, P50: time.Millisecond}})).GetFlowSummary()
-	if fs.Reason != "FIN" || fs.Src.Packets != 4 || fs.Src.P50Ns != 1e6 || fs.Flow.Dst.Port != 4000 {
+		Src: events.FlowDirSummary{Packets: 4, P50: time.Millisecond, BySource: [events.NumSources]uint64{events.SourceTCPSYN: 1}}})).GetFlowSummary()
+	if fs.Reason != "FIN" || fs.Src.Packets != 4 || fs.Src.P50Ns != 1e6 || fs.Flow.Dst.Port != 4000 ||
+		fs.Src.CountBySource["tcp_syn"] != 1 || fs.Dst.CountBySource != nil {
 		t.Errorf("flow summary %v", fs)
 	}
 	pd := roundTrip(t, c.PDM(&events.PDM{Time: 6, Flow: f, Egress: true, PSNThisPkt: 7, ScaleDTLR: 3, DeltaLastRecv: 9,

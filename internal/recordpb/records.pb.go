@@ -78,7 +78,7 @@ func (x FlowEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FlowEvent_Type.Descriptor instead.
 func (FlowEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{4, 0}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{5, 0}
 }
 
 type Record struct {
@@ -398,6 +398,11 @@ type RTT struct {
 	RecPackets    uint64 `protobuf:"varint,8,opt,name=rec_packets,json=recPackets,proto3" json:"rec_packets,omitempty"`
 	RecBytes      uint64 `protobuf:"varint,9,opt,name=rec_bytes,json=recBytes,proto3" json:"rec_bytes,omitempty"`
 	MatchOnEgress bool   `protobuf:"varint,10,opt,name=match_on_egress,json=matchOnEgress,proto3" json:"match_on_egress,omitempty"`
+	// source is what the sample was measured with: "tcp_ts", "tcp_seq",
+	// "tcp_syn", "icmp", "dns", "quic_spin" (docs/sources.md).
+	Source string `protobuf:"bytes,11,opt,name=source,proto3" json:"source,omitempty"`
+	// dns holds a DNS sample's details (source "dns"), unset otherwise.
+	Dns           *DNSInfo `protobuf:"bytes,12,opt,name=dns,proto3" json:"dns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -502,6 +507,91 @@ func (x *RTT) GetMatchOnEgress() bool {
 	return false
 }
 
+func (x *RTT) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *RTT) GetDns() *DNSInfo {
+	if x != nil {
+		return x.Dns
+	}
+	return nil
+}
+
+// DNSInfo is what a DNS sample reports of its response.
+type DNSInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// qtype and rcode as json prints them: "AAAA", "NXDOMAIN", "TYPE99".
+	Qtype     string `protobuf:"bytes,1,opt,name=qtype,proto3" json:"qtype,omitempty"`
+	Rcode     string `protobuf:"bytes,2,opt,name=rcode,proto3" json:"rcode,omitempty"`
+	Truncated bool   `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// name is the question's name with --dns-names, empty otherwise.
+	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DNSInfo) Reset() {
+	*x = DNSInfo{}
+	mi := &file_rttscope_v1_records_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DNSInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DNSInfo) ProtoMessage() {}
+
+func (x *DNSInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_rttscope_v1_records_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DNSInfo.ProtoReflect.Descriptor instead.
+func (*DNSInfo) Descriptor() ([]byte, []int) {
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DNSInfo) GetQtype() string {
+	if x != nil {
+		return x.Qtype
+	}
+	return ""
+}
+
+func (x *DNSInfo) GetRcode() string {
+	if x != nil {
+		return x.Rcode
+	}
+	return ""
+}
+
+func (x *DNSInfo) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *DNSInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 type FlowEvent struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Timestamp int64                  `protobuf:"varint,1,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
@@ -518,7 +608,7 @@ type FlowEvent struct {
 
 func (x *FlowEvent) Reset() {
 	*x = FlowEvent{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[4]
+	mi := &file_rttscope_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +620,7 @@ func (x *FlowEvent) String() string {
 func (*FlowEvent) ProtoMessage() {}
 
 func (x *FlowEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[4]
+	mi := &file_rttscope_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +633,7 @@ func (x *FlowEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowEvent.ProtoReflect.Descriptor instead.
 func (*FlowEvent) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FlowEvent) GetTimestamp() int64 {
@@ -600,7 +690,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[5]
+	mi := &file_rttscope_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +702,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[5]
+	mi := &file_rttscope_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +715,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Stats) GetTimestamp() int64 {
@@ -690,7 +780,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[6]
+	mi := &file_rttscope_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +792,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[6]
+	mi := &file_rttscope_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +805,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Process) GetCpuUserNs() int64 {
@@ -766,7 +856,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[7]
+	mi := &file_rttscope_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +868,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[7]
+	mi := &file_rttscope_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +881,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Program) GetName() string {
@@ -845,7 +935,7 @@ type Sink struct {
 
 func (x *Sink) Reset() {
 	*x = Sink{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[8]
+	mi := &file_rttscope_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +947,7 @@ func (x *Sink) String() string {
 func (*Sink) ProtoMessage() {}
 
 func (x *Sink) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[8]
+	mi := &file_rttscope_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +960,7 @@ func (x *Sink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sink.ProtoReflect.Descriptor instead.
 func (*Sink) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Sink) GetName() string {
@@ -943,7 +1033,7 @@ type Traffic struct {
 
 func (x *Traffic) Reset() {
 	*x = Traffic{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[9]
+	mi := &file_rttscope_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1045,7 @@ func (x *Traffic) String() string {
 func (*Traffic) ProtoMessage() {}
 
 func (x *Traffic) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[9]
+	mi := &file_rttscope_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1058,7 @@ func (x *Traffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Traffic.ProtoReflect.Descriptor instead.
 func (*Traffic) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Traffic) GetPackets() []uint64 {
@@ -1005,7 +1095,7 @@ type HistBin struct {
 
 func (x *HistBin) Reset() {
 	*x = HistBin{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[10]
+	mi := &file_rttscope_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1107,7 @@ func (x *HistBin) String() string {
 func (*HistBin) ProtoMessage() {}
 
 func (x *HistBin) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[10]
+	mi := &file_rttscope_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1120,7 @@ func (x *HistBin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistBin.ProtoReflect.Descriptor instead.
 func (*HistBin) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HistBin) GetLowerNs() uint64 {
@@ -1075,14 +1165,17 @@ type Aggregate struct {
 	P99Ns      int64      `protobuf:"varint,15,opt,name=p99_ns,json=p99Ns,proto3" json:"p99_ns,omitempty"`
 	Histogram  []*HistBin `protobuf:"bytes,16,rep,name=histogram,proto3" json:"histogram,omitempty"`
 	// sum_ns is the exact sum of the samples (mean_ns is rounded down).
-	SumNs         int64 `protobuf:"varint,17,opt,name=sum_ns,json=sumNs,proto3" json:"sum_ns,omitempty"`
+	SumNs int64 `protobuf:"varint,17,opt,name=sum_ns,json=sumNs,proto3" json:"sum_ns,omitempty"`
+	// count_by_source counts the samples of each RTT source that gave some
+	// (keys as RTT.source).
+	CountBySource map[string]uint64 `protobuf:"bytes,18,rep,name=count_by_source,json=countBySource,proto3" json:"count_by_source,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Aggregate) Reset() {
 	*x = Aggregate{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[11]
+	mi := &file_rttscope_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1187,7 @@ func (x *Aggregate) String() string {
 func (*Aggregate) ProtoMessage() {}
 
 func (x *Aggregate) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[11]
+	mi := &file_rttscope_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1200,7 @@ func (x *Aggregate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Aggregate.ProtoReflect.Descriptor instead.
 func (*Aggregate) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Aggregate) GetTimestamp() int64 {
@@ -1229,23 +1322,32 @@ func (x *Aggregate) GetSumNs() int64 {
 	return 0
 }
 
+func (x *Aggregate) GetCountBySource() map[string]uint64 {
+	if x != nil {
+		return x.CountBySource
+	}
+	return nil
+}
+
 type FlowDirSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Packets       uint64                 `protobuf:"varint,1,opt,name=packets,proto3" json:"packets,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	Count         uint64                 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
-	MinNs         int64                  `protobuf:"varint,4,opt,name=min_ns,json=minNs,proto3" json:"min_ns,omitempty"`
-	MeanNs        int64                  `protobuf:"varint,5,opt,name=mean_ns,json=meanNs,proto3" json:"mean_ns,omitempty"`
-	MaxNs         int64                  `protobuf:"varint,6,opt,name=max_ns,json=maxNs,proto3" json:"max_ns,omitempty"`
-	P50Ns         int64                  `protobuf:"varint,7,opt,name=p50_ns,json=p50Ns,proto3" json:"p50_ns,omitempty"`
-	P99Ns         int64                  `protobuf:"varint,8,opt,name=p99_ns,json=p99Ns,proto3" json:"p99_ns,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Packets uint64                 `protobuf:"varint,1,opt,name=packets,proto3" json:"packets,omitempty"`
+	Bytes   uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Count   uint64                 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	MinNs   int64                  `protobuf:"varint,4,opt,name=min_ns,json=minNs,proto3" json:"min_ns,omitempty"`
+	MeanNs  int64                  `protobuf:"varint,5,opt,name=mean_ns,json=meanNs,proto3" json:"mean_ns,omitempty"`
+	MaxNs   int64                  `protobuf:"varint,6,opt,name=max_ns,json=maxNs,proto3" json:"max_ns,omitempty"`
+	P50Ns   int64                  `protobuf:"varint,7,opt,name=p50_ns,json=p50Ns,proto3" json:"p50_ns,omitempty"`
+	P99Ns   int64                  `protobuf:"varint,8,opt,name=p99_ns,json=p99Ns,proto3" json:"p99_ns,omitempty"`
+	// count_by_source as in Aggregate.
+	CountBySource map[string]uint64 `protobuf:"bytes,9,rep,name=count_by_source,json=countBySource,proto3" json:"count_by_source,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FlowDirSummary) Reset() {
 	*x = FlowDirSummary{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[12]
+	mi := &file_rttscope_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1359,7 @@ func (x *FlowDirSummary) String() string {
 func (*FlowDirSummary) ProtoMessage() {}
 
 func (x *FlowDirSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[12]
+	mi := &file_rttscope_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1372,7 @@ func (x *FlowDirSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowDirSummary.ProtoReflect.Descriptor instead.
 func (*FlowDirSummary) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{12}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FlowDirSummary) GetPackets() uint64 {
@@ -1329,6 +1431,13 @@ func (x *FlowDirSummary) GetP99Ns() int64 {
 	return 0
 }
 
+func (x *FlowDirSummary) GetCountBySource() map[string]uint64 {
+	if x != nil {
+		return x.CountBySource
+	}
+	return nil
+}
+
 // FlowSummary summarizes one flow (--flow-summary).
 type FlowSummary struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1345,7 +1454,7 @@ type FlowSummary struct {
 
 func (x *FlowSummary) Reset() {
 	*x = FlowSummary{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[13]
+	mi := &file_rttscope_v1_records_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1466,7 @@ func (x *FlowSummary) String() string {
 func (*FlowSummary) ProtoMessage() {}
 
 func (x *FlowSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[13]
+	mi := &file_rttscope_v1_records_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1479,7 @@ func (x *FlowSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowSummary.ProtoReflect.Descriptor instead.
 func (*FlowSummary) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{13}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FlowSummary) GetTimestamp() int64 {
@@ -1445,7 +1554,7 @@ type PDM struct {
 
 func (x *PDM) Reset() {
 	*x = PDM{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[14]
+	mi := &file_rttscope_v1_records_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1566,7 @@ func (x *PDM) String() string {
 func (*PDM) ProtoMessage() {}
 
 func (x *PDM) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[14]
+	mi := &file_rttscope_v1_records_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1579,7 @@ func (x *PDM) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PDM.ProtoReflect.Descriptor instead.
 func (*PDM) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{14}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PDM) GetTimestamp() int64 {
@@ -1597,7 +1706,7 @@ type Distribution struct {
 
 func (x *Distribution) Reset() {
 	*x = Distribution{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[15]
+	mi := &file_rttscope_v1_records_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1718,7 @@ func (x *Distribution) String() string {
 func (*Distribution) ProtoMessage() {}
 
 func (x *Distribution) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[15]
+	mi := &file_rttscope_v1_records_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1731,7 @@ func (x *Distribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Distribution.ProtoReflect.Descriptor instead.
 func (*Distribution) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{15}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Distribution) GetCount() uint64 {
@@ -1712,7 +1821,7 @@ type PDMInterval struct {
 
 func (x *PDMInterval) Reset() {
 	*x = PDMInterval{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[16]
+	mi := &file_rttscope_v1_records_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1833,7 @@ func (x *PDMInterval) String() string {
 func (*PDMInterval) ProtoMessage() {}
 
 func (x *PDMInterval) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[16]
+	mi := &file_rttscope_v1_records_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1846,7 @@ func (x *PDMInterval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PDMInterval.ProtoReflect.Descriptor instead.
 func (*PDMInterval) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{16}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PDMInterval) GetTimestamp() int64 {
@@ -1802,7 +1911,7 @@ type AnonKey struct {
 
 func (x *AnonKey) Reset() {
 	*x = AnonKey{}
-	mi := &file_rttscope_v1_records_proto_msgTypes[17]
+	mi := &file_rttscope_v1_records_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1923,7 @@ func (x *AnonKey) String() string {
 func (*AnonKey) ProtoMessage() {}
 
 func (x *AnonKey) ProtoReflect() protoreflect.Message {
-	mi := &file_rttscope_v1_records_proto_msgTypes[17]
+	mi := &file_rttscope_v1_records_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +1936,7 @@ func (x *AnonKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnonKey.ProtoReflect.Descriptor instead.
 func (*AnonKey) Descriptor() ([]byte, []int) {
-	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{17}
+	return file_rttscope_v1_records_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AnonKey) GetTimestamp() int64 {
@@ -1881,7 +1990,7 @@ const file_rttscope_v1_records_proto_rawDesc = "" +
 	"\x03src\x18\x01 \x01(\v2\x15.rttscope.v1.EndpointR\x03src\x12'\n" +
 	"\x03dst\x18\x02 \x01(\v2\x15.rttscope.v1.EndpointR\x03dst\x12\x1a\n" +
 	"\bprotocol\x18\x03 \x01(\rR\bprotocol\x12\x17\n" +
-	"\aflow_id\x18\x04 \x01(\x04R\x06flowId\"\xcf\x02\n" +
+	"\aflow_id\x18\x04 \x01(\x04R\x06flowId\"\x8f\x03\n" +
 	"\x03RTT\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12%\n" +
 	"\x04flow\x18\x02 \x01(\v2\x11.rttscope.v1.FlowR\x04flow\x12\x15\n" +
@@ -1896,7 +2005,14 @@ const file_rttscope_v1_records_proto_rawDesc = "" +
 	"recPackets\x12\x1b\n" +
 	"\trec_bytes\x18\t \x01(\x04R\brecBytes\x12&\n" +
 	"\x0fmatch_on_egress\x18\n" +
-	" \x01(\bR\rmatchOnEgress\"\xfb\x01\n" +
+	" \x01(\bR\rmatchOnEgress\x12\x16\n" +
+	"\x06source\x18\v \x01(\tR\x06source\x12&\n" +
+	"\x03dns\x18\f \x01(\v2\x14.rttscope.v1.DNSInfoR\x03dns\"g\n" +
+	"\aDNSInfo\x12\x14\n" +
+	"\x05qtype\x18\x01 \x01(\tR\x05qtype\x12\x14\n" +
+	"\x05rcode\x18\x02 \x01(\tR\x05rcode\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\"\xfb\x01\n" +
 	"\tFlowEvent\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12%\n" +
 	"\x04flow\x18\x02 \x01(\v2\x11.rttscope.v1.FlowR\x04flow\x12/\n" +
@@ -1946,7 +2062,7 @@ const file_rttscope_v1_records_proto_rawDesc = "" +
 	"\aHistBin\x12\x19\n" +
 	"\blower_ns\x18\x01 \x01(\x04R\alowerNs\x12\x19\n" +
 	"\bupper_ns\x18\x02 \x01(\x04R\aupperNs\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x04R\x05count\"\xee\x03\n" +
+	"\x05count\x18\x03 \x01(\x04R\x05count\"\x83\x05\n" +
 	"\tAggregate\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x03R\x05start\x12\x1f\n" +
@@ -1967,7 +2083,11 @@ const file_rttscope_v1_records_proto_rawDesc = "" +
 	"\x06p95_ns\x18\x0e \x01(\x03R\x05p95Ns\x12\x15\n" +
 	"\x06p99_ns\x18\x0f \x01(\x03R\x05p99Ns\x122\n" +
 	"\thistogram\x18\x10 \x03(\v2\x14.rttscope.v1.HistBinR\thistogram\x12\x15\n" +
-	"\x06sum_ns\x18\x11 \x01(\x03R\x05sumNs\"\xcb\x01\n" +
+	"\x06sum_ns\x18\x11 \x01(\x03R\x05sumNs\x12Q\n" +
+	"\x0fcount_by_source\x18\x12 \x03(\v2).rttscope.v1.Aggregate.CountBySourceEntryR\rcountBySource\x1a@\n" +
+	"\x12CountBySourceEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xe5\x02\n" +
 	"\x0eFlowDirSummary\x12\x18\n" +
 	"\apackets\x18\x01 \x01(\x04R\apackets\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12\x14\n" +
@@ -1976,7 +2096,11 @@ const file_rttscope_v1_records_proto_rawDesc = "" +
 	"\amean_ns\x18\x05 \x01(\x03R\x06meanNs\x12\x15\n" +
 	"\x06max_ns\x18\x06 \x01(\x03R\x05maxNs\x12\x15\n" +
 	"\x06p50_ns\x18\a \x01(\x03R\x05p50Ns\x12\x15\n" +
-	"\x06p99_ns\x18\b \x01(\x03R\x05p99Ns\"\xde\x01\n" +
+	"\x06p99_ns\x18\b \x01(\x03R\x05p99Ns\x12V\n" +
+	"\x0fcount_by_source\x18\t \x03(\v2..rttscope.v1.FlowDirSummary.CountBySourceEntryR\rcountBySource\x1a@\n" +
+	"\x12CountBySourceEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xde\x01\n" +
 	"\vFlowSummary\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x03R\x05start\x12%\n" +
@@ -2044,64 +2168,70 @@ func file_rttscope_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_rttscope_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rttscope_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_rttscope_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_rttscope_v1_records_proto_goTypes = []any{
 	(FlowEvent_Type)(0),    // 0: rttscope.v1.FlowEvent.Type
 	(*Record)(nil),         // 1: rttscope.v1.Record
 	(*Endpoint)(nil),       // 2: rttscope.v1.Endpoint
 	(*Flow)(nil),           // 3: rttscope.v1.Flow
 	(*RTT)(nil),            // 4: rttscope.v1.RTT
-	(*FlowEvent)(nil),      // 5: rttscope.v1.FlowEvent
-	(*Stats)(nil),          // 6: rttscope.v1.Stats
-	(*Process)(nil),        // 7: rttscope.v1.Process
-	(*Program)(nil),        // 8: rttscope.v1.Program
-	(*Sink)(nil),           // 9: rttscope.v1.Sink
-	(*Traffic)(nil),        // 10: rttscope.v1.Traffic
-	(*HistBin)(nil),        // 11: rttscope.v1.HistBin
-	(*Aggregate)(nil),      // 12: rttscope.v1.Aggregate
-	(*FlowDirSummary)(nil), // 13: rttscope.v1.FlowDirSummary
-	(*FlowSummary)(nil),    // 14: rttscope.v1.FlowSummary
-	(*PDM)(nil),            // 15: rttscope.v1.PDM
-	(*Distribution)(nil),   // 16: rttscope.v1.Distribution
-	(*PDMInterval)(nil),    // 17: rttscope.v1.PDMInterval
-	(*AnonKey)(nil),        // 18: rttscope.v1.AnonKey
-	nil,                    // 19: rttscope.v1.Stats.CountersEntry
+	(*DNSInfo)(nil),        // 5: rttscope.v1.DNSInfo
+	(*FlowEvent)(nil),      // 6: rttscope.v1.FlowEvent
+	(*Stats)(nil),          // 7: rttscope.v1.Stats
+	(*Process)(nil),        // 8: rttscope.v1.Process
+	(*Program)(nil),        // 9: rttscope.v1.Program
+	(*Sink)(nil),           // 10: rttscope.v1.Sink
+	(*Traffic)(nil),        // 11: rttscope.v1.Traffic
+	(*HistBin)(nil),        // 12: rttscope.v1.HistBin
+	(*Aggregate)(nil),      // 13: rttscope.v1.Aggregate
+	(*FlowDirSummary)(nil), // 14: rttscope.v1.FlowDirSummary
+	(*FlowSummary)(nil),    // 15: rttscope.v1.FlowSummary
+	(*PDM)(nil),            // 16: rttscope.v1.PDM
+	(*Distribution)(nil),   // 17: rttscope.v1.Distribution
+	(*PDMInterval)(nil),    // 18: rttscope.v1.PDMInterval
+	(*AnonKey)(nil),        // 19: rttscope.v1.AnonKey
+	nil,                    // 20: rttscope.v1.Stats.CountersEntry
+	nil,                    // 21: rttscope.v1.Aggregate.CountBySourceEntry
+	nil,                    // 22: rttscope.v1.FlowDirSummary.CountBySourceEntry
 }
 var file_rttscope_v1_records_proto_depIdxs = []int32{
 	4,  // 0: rttscope.v1.Record.rtt:type_name -> rttscope.v1.RTT
-	5,  // 1: rttscope.v1.Record.flow_event:type_name -> rttscope.v1.FlowEvent
-	6,  // 2: rttscope.v1.Record.stats:type_name -> rttscope.v1.Stats
-	12, // 3: rttscope.v1.Record.aggregate:type_name -> rttscope.v1.Aggregate
-	14, // 4: rttscope.v1.Record.flow_summary:type_name -> rttscope.v1.FlowSummary
-	18, // 5: rttscope.v1.Record.anon_key:type_name -> rttscope.v1.AnonKey
-	15, // 6: rttscope.v1.Record.pdm:type_name -> rttscope.v1.PDM
-	17, // 7: rttscope.v1.Record.pdm_interval:type_name -> rttscope.v1.PDMInterval
+	6,  // 1: rttscope.v1.Record.flow_event:type_name -> rttscope.v1.FlowEvent
+	7,  // 2: rttscope.v1.Record.stats:type_name -> rttscope.v1.Stats
+	13, // 3: rttscope.v1.Record.aggregate:type_name -> rttscope.v1.Aggregate
+	15, // 4: rttscope.v1.Record.flow_summary:type_name -> rttscope.v1.FlowSummary
+	19, // 5: rttscope.v1.Record.anon_key:type_name -> rttscope.v1.AnonKey
+	16, // 6: rttscope.v1.Record.pdm:type_name -> rttscope.v1.PDM
+	18, // 7: rttscope.v1.Record.pdm_interval:type_name -> rttscope.v1.PDMInterval
 	2,  // 8: rttscope.v1.Flow.src:type_name -> rttscope.v1.Endpoint
 	2,  // 9: rttscope.v1.Flow.dst:type_name -> rttscope.v1.Endpoint
 	3,  // 10: rttscope.v1.RTT.flow:type_name -> rttscope.v1.Flow
-	3,  // 11: rttscope.v1.FlowEvent.flow:type_name -> rttscope.v1.Flow
-	0,  // 12: rttscope.v1.FlowEvent.type:type_name -> rttscope.v1.FlowEvent.Type
-	19, // 13: rttscope.v1.Stats.counters:type_name -> rttscope.v1.Stats.CountersEntry
-	7,  // 14: rttscope.v1.Stats.process:type_name -> rttscope.v1.Process
-	8,  // 15: rttscope.v1.Stats.programs:type_name -> rttscope.v1.Program
-	9,  // 16: rttscope.v1.Stats.sinks:type_name -> rttscope.v1.Sink
-	10, // 17: rttscope.v1.Aggregate.rx:type_name -> rttscope.v1.Traffic
-	10, // 18: rttscope.v1.Aggregate.tx:type_name -> rttscope.v1.Traffic
-	11, // 19: rttscope.v1.Aggregate.histogram:type_name -> rttscope.v1.HistBin
-	3,  // 20: rttscope.v1.FlowSummary.flow:type_name -> rttscope.v1.Flow
-	13, // 21: rttscope.v1.FlowSummary.src:type_name -> rttscope.v1.FlowDirSummary
-	13, // 22: rttscope.v1.FlowSummary.dst:type_name -> rttscope.v1.FlowDirSummary
-	3,  // 23: rttscope.v1.PDM.flow:type_name -> rttscope.v1.Flow
-	11, // 24: rttscope.v1.Distribution.histogram:type_name -> rttscope.v1.HistBin
-	3,  // 25: rttscope.v1.PDMInterval.flow:type_name -> rttscope.v1.Flow
-	16, // 26: rttscope.v1.PDMInterval.dtlr:type_name -> rttscope.v1.Distribution
-	16, // 27: rttscope.v1.PDMInterval.dtls:type_name -> rttscope.v1.Distribution
-	16, // 28: rttscope.v1.PDMInterval.network_rtt:type_name -> rttscope.v1.Distribution
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	5,  // 11: rttscope.v1.RTT.dns:type_name -> rttscope.v1.DNSInfo
+	3,  // 12: rttscope.v1.FlowEvent.flow:type_name -> rttscope.v1.Flow
+	0,  // 13: rttscope.v1.FlowEvent.type:type_name -> rttscope.v1.FlowEvent.Type
+	20, // 14: rttscope.v1.Stats.counters:type_name -> rttscope.v1.Stats.CountersEntry
+	8,  // 15: rttscope.v1.Stats.process:type_name -> rttscope.v1.Process
+	9,  // 16: rttscope.v1.Stats.programs:type_name -> rttscope.v1.Program
+	10, // 17: rttscope.v1.Stats.sinks:type_name -> rttscope.v1.Sink
+	11, // 18: rttscope.v1.Aggregate.rx:type_name -> rttscope.v1.Traffic
+	11, // 19: rttscope.v1.Aggregate.tx:type_name -> rttscope.v1.Traffic
+	12, // 20: rttscope.v1.Aggregate.histogram:type_name -> rttscope.v1.HistBin
+	21, // 21: rttscope.v1.Aggregate.count_by_source:type_name -> rttscope.v1.Aggregate.CountBySourceEntry
+	22, // 22: rttscope.v1.FlowDirSummary.count_by_source:type_name -> rttscope.v1.FlowDirSummary.CountBySourceEntry
+	3,  // 23: rttscope.v1.FlowSummary.flow:type_name -> rttscope.v1.Flow
+	14, // 24: rttscope.v1.FlowSummary.src:type_name -> rttscope.v1.FlowDirSummary
+	14, // 25: rttscope.v1.FlowSummary.dst:type_name -> rttscope.v1.FlowDirSummary
+	3,  // 26: rttscope.v1.PDM.flow:type_name -> rttscope.v1.Flow
+	12, // 27: rttscope.v1.Distribution.histogram:type_name -> rttscope.v1.HistBin
+	3,  // 28: rttscope.v1.PDMInterval.flow:type_name -> rttscope.v1.Flow
+	17, // 29: rttscope.v1.PDMInterval.dtlr:type_name -> rttscope.v1.Distribution
+	17, // 30: rttscope.v1.PDMInterval.dtls:type_name -> rttscope.v1.Distribution
+	17, // 31: rttscope.v1.PDMInterval.network_rtt:type_name -> rttscope.v1.Distribution
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_rttscope_v1_records_proto_init() }
@@ -2125,7 +2255,7 @@ func file_rttscope_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rttscope_v1_records_proto_rawDesc), len(file_rttscope_v1_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
