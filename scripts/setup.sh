@@ -2,7 +2,9 @@
 # Installs what rttscope needs to build, test and run its lab on Debian or
 # Ubuntu: clang-14/llvm-14 (the compiler `make generate` is pinned to, see
 # the Makefile) and libbpf headers (only for `make generate`), iproute2,
-# ethtool, tcpdump and tshark (tests), dnsmasq and dig (the DNS source's lab
+# ethtool, tcpdump and tshark (tests), nftables (the flowtable mode of
+# `rttscope bench forwarding`), chromium (the bench report test renders a
+# report headless), dnsmasq and dig (the DNS source's lab
 # test), make, python3-pip, pyarrow (Parquet files read back by an
 # independent reader) and aioquic (a QUIC peer whose spin bit spins) from
 # PyPI, protoc (`make generate-proto`), the sinks' test servers: Prometheus
@@ -19,8 +21,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 packages=(make clang-14 llvm-14 libbpf-dev bpftool clang-format iproute2 ethtool
-	iputils-ping tcpdump tshark git ca-certificates python3-pip protobuf-compiler
-	openjdk-17-jre-headless maven dnsmasq-base bind9-dnsutils)
+	iputils-ping tcpdump tshark nftables chromium git ca-certificates python3-pip
+	protobuf-compiler openjdk-17-jre-headless maven dnsmasq-base bind9-dnsutils)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

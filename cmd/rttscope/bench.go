@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +13,9 @@ import (
 )
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
+
+// benchSubcommands are the studies under `rttscope bench` (bench_*.go).
+var benchSubcommands []func() *cobra.Command
 
 const benchLong = `Measure what rttscope's BPF programs cost per packet, beside an empty tc
 program, and record the numbers (nothing is asserted):
@@ -45,10 +45,15 @@ program, and record the numbers (nothing is asserted):
             the summary compares with the performance targets
             (bench/README.md).
 
+Studies (subcommands, each with its own --help): forwarding (router
+modes: kernel, tc BPF, XDP, nftables flowtable), monitor (rttscope's modes,
+tcpdump and external monitors on a router), hooks (BPF tracing program
+types). Each writes an HTML report with plots beside its JSON and CSV.
+
 Configurations run interleaved inside the run, --reps times each; the
 summary gives median, quartiles and the difference and ratio to the empty
-program. Results go to OUT/NAME-<UTC time>.json and .csv with the machine,
-kernel and commit; a table goes to stdout, progress to stderr. Needs root.
+program. Results go to OUT/NAME-<UTC time>.json, .csv and .html (report
+with plots) with the machine, kernel and commit; a table goes to stdout, progress to stderr. Needs root.
 The load phase's TCP sink is a separate program that the bench builds with
 go build: run the bench from the source tree (make bench).
 See bench/README.md.`
@@ -136,6 +141,11 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+	for _, sub := range benchSubcommands {
+		c := sub()
+		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+		cmd.AddCommand(c)
+	}
 	f := cmd.Flags()
 	f.IntVar(&o.Reps, "reps", def.Reps, "repetitions of every configuration (interleaved)")
 	f.DurationVar(&o.Duration, "duration", def.Duration, "live: measured time per window")
@@ -169,24 +179,8 @@ func newBenchCmd() *cobra.Command {
 }
 
 func runBench(cmd *cobra.Command, o bench.Options, out string) error {
-	parent := cmd.Context()
-	if parent == nil {
-		parent = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	o.Progress = cmd.ErrOrStderr()
-	res, err := bench.Run(ctx, o)
-	if err != nil {
-		return err
-	}
-	jsonPath, csvPath, err := bench.WriteFiles(out, res)
-	if err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	if err := bench.PrintSummary(cmd.OutOrStdout(), res); err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "\nresults: %s\n         %s\n", jsonPath, csvPath)
-	return nil
+	return runStudy(cmd, out, bench.PrintSummary, func(ctx context.Context) (*bench.Result, error) {
+		o.Progress = cmd.ErrOrStderr()
+		return bench.Run(ctx, o)
+	})
 }

@@ -163,7 +163,7 @@ func runLiveWindows(ctx context.Context, o *Options, res *Result, group string, 
 	for rep := 0; rep < o.Reps; rep++ {
 		// Rotated, and reversed on every other rep, so that no
 		// configuration always follows the same one.
-		order := rotated(progs, rep/2)
+		order := rotate(progs, rep/2)
 		if rep%2 == 1 {
 			order = reversed(order)
 		}
@@ -181,14 +181,6 @@ func runLiveWindows(ctx context.Context, o *Options, res *Result, group string, 
 		}
 	}
 	return nil
-}
-
-func rotated[T any](s []T, n int) []T {
-	if len(s) == 0 {
-		return s
-	}
-	n %= len(s)
-	return append(append([]T{}, s[n:]...), s[:n]...)
 }
 
 func reversed[T any](s []T) []T {
@@ -255,7 +247,7 @@ func (lb *liveBench) record(res *Result, w LiveWindow) {
 }
 
 // monitorStopTimeout bounds the wait for monitor.Run to return.
-const monitorStopTimeout = 20 * time.Second
+const monitorStopTimeout = time.Minute
 
 // attached is a configuration in place on the interface.
 type attached struct {
@@ -267,13 +259,7 @@ type attached struct {
 
 func (lb *liveBench) attachEmpty() (*attached, error) {
 	var links []link.Link
-	closeAll := func() error {
-		var errs []error
-		for _, l := range links {
-			errs = append(errs, l.Close())
-		}
-		return errors.Join(errs...)
-	}
+	closeAll := func() error { return closeLinks(links) }
 	err := nsrun.Named(lb.lab.Middlebox.Name, func() error {
 		for i, dir := range []ebpf.AttachType{ebpf.AttachTCXEgress, ebpf.AttachTCXIngress} {
 			l, err := link.AttachTCX(link.TCXOptions{Interface: lb.ifidx, Program: lb.empty[i].EmptyTc, Attach: dir})
@@ -341,10 +327,10 @@ func (lb *liveBench) attachRttscope(ctx context.Context, cfg loader.Config) (*at
 	a := &attached{stop: stop, mon: cw, owned: true}
 	err := nsrun.Named(lb.lab.Middlebox.Name, func() error {
 		var err error
-		if a.eg, err = findProgram(lb.ifidx, ebpf.AttachTCXEgress); err != nil {
+		if a.eg, err = findProgram(lb.ifidx, ebpf.AttachTCXEgress, nil); err != nil {
 			return err
 		}
-		a.in, err = findProgram(lb.ifidx, ebpf.AttachTCXIngress)
+		a.in, err = findProgram(lb.ifidx, ebpf.AttachTCXIngress, nil)
 		return err
 	})
 	if err != nil {
@@ -374,12 +360,15 @@ func (a *attached) close() error {
 
 // findProgram returns the rttscope program attached through TCX at dir of
 // the interface (in the current namespace).
-func findProgram(ifidx int, dir ebpf.AttachType) (*ebpf.Program, error) {
+func findProgram(ifidx int, dir ebpf.AttachType, skip map[ebpf.ProgramID]bool) (*ebpf.Program, error) {
 	q, err := link.QueryPrograms(link.QueryOptions{Target: ifidx, Attach: dir})
 	if err != nil {
 		return nil, fmt.Errorf("query TCX programs: %w", err)
 	}
 	for _, ap := range q.Programs {
+		if skip[ap.ID] {
+			continue
+		}
 		p, err := ebpf.NewProgramFromID(ap.ID)
 		if err != nil {
 			continue

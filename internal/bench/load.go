@@ -173,6 +173,15 @@ type loadBench struct {
 	cliIfidx int
 	bin      string
 	seq      int
+	// noRetrans skips the TCP_INFO of every flow in snap: with 10,000
+	// flows sending as fast as they can, a goroutine making 10,000
+	// syscalls waits for a P behind all of them after each one, and the
+	// window never ends (the monitor study does not report them).
+	noRetrans bool
+	// stale are programs still on the interface when a monitor starts (a
+	// stopped monitor's links go away asynchronously): waitAttached
+	// waits for programs not among them.
+	stale map[ebpf.ProgramID]bool
 	// current traffic
 	sink    *sinkProc // TCP sink in a child process
 	udpSink *traffic.UDPSink
@@ -183,6 +192,7 @@ type loadBench struct {
 // loadSnap is one reading of every counter of a window.
 type loadSnap struct {
 	t        time.Time
+	tIf      time.Time // when the interface counters were read
 	eg, in   ebpf.ProgramStats
 	srv, cli netlink.LinkStatistics
 	dlDrops  uint64
@@ -455,33 +465,100 @@ type monitorProc struct {
 	mu     sync.Mutex
 	stats  *MonitorStats
 	readWG sync.WaitGroup
+	// keepRTT: keep the RTT samples (rtts, under mu)
+	keepRTT bool
+	rtts    []rttSample
 }
 
-func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorProc, error) {
-	// The monitor writes to a file, as on a router: a pipe would let this
-	// process, starved of CPU by the traffic it generates, throttle the
-	// monitor (and hold up its exit) through back-pressure.
-	f, err := os.CreateTemp("", "rttscope-bench-monitor-*.jsonl")
-	if err != nil {
-		return nil, err
+func (lb *loadBench) startMonitor(_ context.Context, mode string) (*monitorProc, error) {
+	return startMonitorProc(lb.bin, lb.lab.Middlebox.Name, lb.ifname, monitorArgs(mode), false, false)
+}
+
+// startMonitorProc runs `BIN monitor --netns NETNS -i IFNAME ARGS...`
+// writing to a temporary file (-w), or with toPipe to its stdout; with
+// keepRTT it keeps every RTT sample with the time it was read
+// (rttsBetween).
+//
+// The file is what a router would do, and this process, starved of CPU by
+// the traffic it generates, cannot throttle the monitor (or hold up its
+// exit) through a pipe's back-pressure; but the monitor writes a file out
+// only when its buffer fills and at exit. Windows that need the samples
+// as they come (RTT under load) use the pipe.
+func startMonitorProc(bin, netns, ifname string, args []string, keepRTT, toPipe bool) (*monitorProc, error) {
+	var f *os.File
+	var path string
+	var pw *os.File
+	var err error
+	if toPipe {
+		if f, pw, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		args = append([]string{"monitor", "--netns", netns, "-i", ifname}, args...)
+	} else {
+		if f, err = os.CreateTemp("", "rttscope-bench-monitor-*.jsonl"); err != nil {
+			return nil, err
+		}
+		path = f.Name()
+		args = append([]string{"monitor", "--netns", netns, "-i", ifname, "-w", path}, args...)
 	}
-	path := f.Name()
-	args := append([]string{"monitor", "--netns", lb.lab.Middlebox.Name, "-i", lb.ifname, "-w", path}, monitorArgs(mode)...)
-	m := &monitorProc{done: make(chan error, 1), exited: make(chan struct{}), stderr: &testutil.Buffer{}, path: path}
-	m.cmd = exec.Command(lb.bin, args...)
+	m := &monitorProc{done: make(chan error, 1), exited: make(chan struct{}), stderr: &testutil.Buffer{}, path: path, keepRTT: keepRTT}
+	m.cmd = exec.Command(bin, args...)
 	m.cmd.Stderr = m.stderr
-	if err := startChild(m.cmd, func(werr error) {
+	if pw != nil {
+		m.cmd.Stdout = pw
+	}
+	err = startChild(m.cmd, func(werr error) {
 		close(m.exited)
 		m.readWG.Wait()
 		m.done <- werr
-	}); err != nil {
+	})
+	if pw != nil {
+		pw.Close() // the child holds its copy; EOF comes when it exits
+	}
+	if err != nil {
 		f.Close()
-		_ = os.Remove(path)
-		return nil, fmt.Errorf("start %s: %w", lb.bin, err)
+		if path != "" {
+			_ = os.Remove(path)
+		}
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	m.readWG.Add(1)
 	go m.read(f)
 	return m, nil
+}
+
+// rttSample is one RTT record of the monitor and when it was read.
+type rttSample struct {
+	at time.Time
+	ns int64
+}
+
+// rttsBetween returns the RTTs (ns) read between a and b.
+func (m *monitorProc) rttsBetween(a, b time.Time) []float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []float64
+	for _, s := range m.rtts {
+		if !s.at.Before(a) && s.at.Before(b) {
+			out = append(out, float64(s.ns))
+		}
+	}
+	return out
+}
+
+// parseRTTField reads the integer after "rtt": in a jsonl record.
+func parseRTTField(line []byte) (int64, bool) {
+	i := bytes.Index(line, []byte(`"rtt":`))
+	if i < 0 {
+		return 0, false
+	}
+	var n int64
+	j := i + len(`"rtt":`)
+	start := j
+	for ; j < len(line) && line[j] >= '0' && line[j] <= '9'; j++ {
+		n = n*10 + int64(line[j]-'0')
+	}
+	return n, j > start
 }
 
 // read follows the monitor's output file as it grows, counting records
@@ -489,7 +566,9 @@ func (lb *loadBench) startMonitor(ctx context.Context, mode string) (*monitorPro
 // file is read to its end.
 func (m *monitorProc) read(f *os.File) {
 	defer m.readWG.Done()
-	defer func() { _ = os.Remove(m.path) }() // a temporary file
+	if m.path != "" {
+		defer func() { _ = os.Remove(m.path) }() // a temporary file
+	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 1<<20)
 	statsTag := []byte(`"type":"stats"`)
@@ -529,6 +608,13 @@ func (m *monitorProc) count(line, statsTag []byte) {
 	switch {
 	case bytes.Contains(line, []byte(`"rtt":`)):
 		m.rtt.Add(1)
+		if m.keepRTT {
+			if ns, ok := parseRTTField(line); ok {
+				m.mu.Lock()
+				m.rtts = append(m.rtts, rttSample{time.Now(), ns})
+				m.mu.Unlock()
+			}
+		}
 	case bytes.Contains(line, []byte(`"flow_event":`)):
 		m.flow.Add(1)
 	case bytes.Contains(line, []byte(`"type":"aggregate"`)):
@@ -569,16 +655,20 @@ func (m *monitorProc) stop() error {
 	}
 }
 
+// attachTimeout bounds the wait for a monitor's programs (loading them
+// took over 30 s with 10,000 flows on an overloaded machine).
+const attachTimeout = 2 * time.Minute
+
 // waitAttached waits until the monitor's programs sit on the interface.
 func (lb *loadBench) waitAttached(ctx context.Context, m *monitorProc) (eg, in *ebpf.Program, err error) {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(attachTimeout)
 	for {
 		err = nsrun.Named(lb.lab.Middlebox.Name, func() error {
 			var err error
-			if eg, err = findProgram(lb.ifidx, ebpf.AttachTCXEgress); err != nil {
+			if eg, err = findProgram(lb.ifidx, ebpf.AttachTCXEgress, lb.stale); err != nil {
 				return err
 			}
-			if in, err = findProgram(lb.ifidx, ebpf.AttachTCXIngress); err != nil {
+			if in, err = findProgram(lb.ifidx, ebpf.AttachTCXIngress, lb.stale); err != nil {
 				eg.Close()
 				eg = nil
 			}
@@ -596,7 +686,7 @@ func (lb *loadBench) waitAttached(ctx context.Context, m *monitorProc) (eg, in *
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return nil, nil, fmt.Errorf("rttscope monitor not attached after 30s: %w", err)
+			return nil, nil, fmt.Errorf("rttscope monitor not attached after %v: %w", attachTimeout, err)
 		}
 	}
 }
@@ -629,6 +719,9 @@ func (lb *loadBench) snap(eg, in *ebpf.Program, m *monitorProc) (loadSnap, error
 	}); err != nil {
 		return s, fmt.Errorf("interface counters: %w", err)
 	}
+	// The interface counters' own time: on a starved machine the rest of
+	// the snapshot can take seconds.
+	s.tIf = time.Now()
 	for _, ps := range lb.lab.DelayStats() {
 		s.dlDrops += ps.ToServer.Dropped() + ps.ToClient.Dropped()
 	}
@@ -639,12 +732,15 @@ func (lb *loadBench) snap(eg, in *ebpf.Program, m *monitorProc) (loadSnap, error
 		s.rtt, s.flow, s.agg = m.rtt.Load(), m.flow.Load(), m.agg.Load()
 	}
 	if lb.sink != nil {
-		s.sinkB = lb.sink.Bytes()
+		var err error
+		if s.sinkB, err = lb.sink.Bytes(); err != nil {
+			return s, err
+		}
 	}
 	if lb.udpSink != nil {
 		s.sinkB, s.sinkP = lb.udpSink.Bytes(), lb.udpSink.Packets()
 	}
-	if lb.flows != nil {
+	if lb.flows != nil && !lb.noRetrans {
 		s.retrans = lb.flows.Retransmits()
 	}
 	s.t = time.Now()

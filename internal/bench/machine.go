@@ -26,6 +26,7 @@ func CollectMachine(start time.Time) Machine {
 		LoadAvgStart:    readTrim("/proc/loadavg"),
 		BPFStatsEnabled: readTrim("/proc/sys/kernel/bpf_stats_enabled"),
 		BPFJIT:          readTrim("/proc/sys/net/core/bpf_jit_enable"),
+		Command:         commandLine(),
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		m.CPUModel = ParseCPUModel(string(b))

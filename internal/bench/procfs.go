@@ -11,18 +11,46 @@ import (
 // times: 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// cpuTimes is the aggregate "cpu" line of /proc/stat, in clock ticks.
+// cpuTimes is the aggregate "cpu" line of /proc/stat (or the sum of some
+// "cpuN" lines), in clock ticks.
 type cpuTimes struct {
-	Total, Idle, Softirq, Steal uint64
+	Total, Idle, Softirq, Steal, System, User, Irq uint64
+}
+
+func (t *cpuTimes) add(o cpuTimes) {
+	t.Total += o.Total
+	t.Idle += o.Idle
+	t.Softirq += o.Softirq
+	t.Steal += o.Steal
+	t.System += o.System
+	t.User += o.User
+	t.Irq += o.Irq
 }
 
 // parseProcStat reads the aggregate cpu line of a /proc/stat text: user
 // nice system idle iowait irq softirq steal (guest time is already part
 // of user and nice). Idle counts idle and iowait.
 func parseProcStat(text string) (cpuTimes, bool) {
+	return parseProcStatLine(text, "cpu")
+}
+
+// parseProcStatCPUs sums the "cpuN" lines of the given CPUs.
+func parseProcStatCPUs(text string, cpus []int) (cpuTimes, bool) {
+	var sum cpuTimes
+	for _, c := range cpus {
+		t, ok := parseProcStatLine(text, "cpu"+strconv.Itoa(c))
+		if !ok {
+			return cpuTimes{}, false
+		}
+		sum.add(t)
+	}
+	return sum, true
+}
+
+func parseProcStatLine(text, name string) (cpuTimes, bool) {
 	for _, line := range strings.Split(text, "\n") {
 		f := strings.Fields(line)
-		if len(f) < 5 || f[0] != "cpu" {
+		if len(f) < 5 || f[0] != name {
 			continue
 		}
 		var v [8]uint64
@@ -38,6 +66,9 @@ func parseProcStat(text string) (cpuTimes, bool) {
 			t.Total += n
 		}
 		t.Idle = v[3] + v[4]
+		t.User = v[0] + v[1]
+		t.System = v[2]
+		t.Irq = v[5]
 		t.Softirq = v[6]
 		t.Steal = v[7]
 		return t, true
@@ -52,6 +83,41 @@ func readCPUTimes() cpuTimes {
 	}
 	t, _ := parseProcStat(string(b))
 	return t
+}
+
+// readCPUTimesOf reads the given CPUs' times, or all CPUs' when cpus is
+// empty.
+func readCPUTimesOf(cpus []int) cpuTimes {
+	if len(cpus) == 0 {
+		return readCPUTimes()
+	}
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	t, _ := parseProcStatCPUs(string(b), cpus)
+	return t
+}
+
+// cpuUse is CPU time per second of wall time between two readings, by
+// kind (1.0 = one CPU fully busy).
+type cpuUse struct {
+	Busy, Softirq, System, User, Irq, StealShare float64
+}
+
+func cpuUseBetween(a, b cpuTimes, sec float64) cpuUse {
+	if b.Total <= a.Total || sec <= 0 {
+		return cpuUse{nan(), nan(), nan(), nan(), nan(), nan()}
+	}
+	per := func(x, y uint64) float64 { return float64(y-x) / clockTicks / sec }
+	return cpuUse{
+		Busy:       float64((b.Total-a.Total)-(b.Idle-a.Idle)) / clockTicks / sec,
+		Softirq:    per(a.Softirq, b.Softirq),
+		System:     per(a.System, b.System),
+		User:       per(a.User, b.User),
+		Irq:        per(a.Irq, b.Irq),
+		StealShare: float64(b.Steal-a.Steal) / float64(b.Total-a.Total),
+	}
 }
 
 // cpuShares returns the busy and stolen shares (0..1) of all CPUs between

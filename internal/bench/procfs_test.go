@@ -8,9 +8,20 @@ import (
 func TestProcStat(t *testing.T) {
 	text := "cpu  100 5 50 800 20 3 12 10 0 0\ncpu0 50 2 25 400 10 1 6 5 0 0\nintr 1 2 3\n"
 	got, ok := parseProcStat(text)
-	want := cpuTimes{Total: 1000, Idle: 820, Softirq: 12, Steal: 10}
+	want := cpuTimes{Total: 1000, Idle: 820, Softirq: 12, Steal: 10, System: 50, User: 105, Irq: 3}
 	if !ok || got != want {
 		t.Fatalf("parseProcStat = %+v, %v; want %+v", got, ok, want)
+	}
+	// One CPU's line (pinned runs count only those CPUs).
+	if c0, ok := parseProcStatCPUs(text, []int{0}); !ok || c0.Total != 499 || c0.System != 25 || c0.Softirq != 6 {
+		t.Errorf("parseProcStatCPUs(cpu0) = %+v, %v", c0, ok)
+	}
+	if _, ok := parseProcStatCPUs(text, []int{1}); ok {
+		t.Error("a CPU without a line must fail")
+	}
+	u := cpuUseBetween(cpuTimes{}, want, 10)
+	if !near(u.Busy, 0.18) || !near(u.Softirq, 0.012) || !near(u.System, 0.05) || !near(u.StealShare, 0.01) {
+		t.Errorf("cpuUseBetween = %+v", u)
 	}
 	if _, ok := parseProcStat("intr 1 2\n"); ok {
 		t.Error("no cpu line must fail")

@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion names the layout of the result files; bump it when a field
 // changes meaning.
-const SchemaVersion = "rttscope-bench/1"
+const SchemaVersion = "rttscope-bench/2"
 
 // Groups of series.
 const (
@@ -54,6 +54,9 @@ type Series struct {
 	Values []float64 `json:"values"`
 	// Missing counts repetitions that gave no value (e.g. no packet ran).
 	Missing int `json:"missing,omitempty"`
+	// RepLoad1 is the machine's 1-minute load average read before each
+	// repetition (parallel to Values; studies only).
+	RepLoad1 []float64 `json:"rep_load1,omitempty"`
 	// Baseline is the ID of the series this one is compared with.
 	Baseline string   `json:"baseline,omitempty"`
 	Summary  Summary  `json:"summary"`
@@ -76,6 +79,21 @@ type Compare struct {
 	Geo    *float64 `json:"paired_geomean,omitempty"`
 	CILow  *float64 `json:"paired_ci95_low,omitempty"`
 	CIHigh *float64 `json:"paired_ci95_high,omitempty"`
+	// MeanRatio is mean / baseline mean; RatioLow and RatioHigh its 95 %
+	// bootstrap confidence interval (BootstrapRatio, paired when both
+	// series have every rep), and DeltaLow/DeltaHigh that of the
+	// difference of the means.
+	MeanRatio *float64 `json:"mean_ratio,omitempty"`
+	RatioLow  *float64 `json:"ratio_ci95_low,omitempty"`
+	RatioHigh *float64 `json:"ratio_ci95_high,omitempty"`
+	DeltaLow  *float64 `json:"delta_ci95_low,omitempty"`
+	DeltaHigh *float64 `json:"delta_ci95_high,omitempty"`
+	// Verdict reads the ratio's interval (VerdictOf): faster, slower,
+	// higher, lower or "no difference at this noise".
+	Verdict string `json:"verdict,omitempty"`
+	// Warning is set when the baseline's own spread exceeds the effect
+	// (NoiseWarning).
+	Warning string `json:"warning,omitempty"`
 }
 
 // ID identifies a series inside one result.
@@ -91,6 +109,17 @@ func (s *Series) Add(v float64) {
 		return
 	}
 	s.Values = append(s.Values, v)
+}
+
+// AddWithLoad records a value with the load average read before its
+// repetition.
+func (s *Series) AddWithLoad(v, load1 float64) {
+	if !finite(v) {
+		s.Missing++
+		return
+	}
+	s.Values = append(s.Values, v)
+	s.RepLoad1 = append(s.RepLoad1, load1)
 }
 
 // Machine records where and on what a result was measured.
@@ -109,6 +138,8 @@ type Machine struct {
 	LoadAvgEnd   string `json:"loadavg_end,omitempty"`
 	// BPFStatsEnabled is kernel.bpf_stats_enabled as found at the start.
 	BPFStatsEnabled string `json:"bpf_stats_enabled_at_start,omitempty"`
+	// Command is the command line of the run.
+	Command string `json:"command_line,omitempty"`
 	// BPFJIT is net.core.bpf_jit_enable.
 	BPFJIT string `json:"bpf_jit_enable,omitempty"`
 }
@@ -126,6 +157,12 @@ type Result struct {
 	Windows []LiveWindow `json:"live_windows,omitempty"`
 	// LoadWindows are the raw counters of every load measurement window.
 	LoadWindows []LoadWindow `json:"load_windows,omitempty"`
+	// Runs are the windows of a study (study.go), warm-up rounds included.
+	Runs []StudyRun `json:"runs,omitempty"`
+	// Derived are figures computed from several series.
+	Derived []Derived `json:"derived,omitempty"`
+	// Unavailable are a study's configurations this machine could not run.
+	Unavailable []UnavailableConfig `json:"unavailable,omitempty"`
 	// EventsRuns are the raw records of the events phase.
 	EventsRuns []EventsRun `json:"events_runs,omitempty"`
 	// Targets are the performance targets (bench/README.md) with what
@@ -162,6 +199,7 @@ type Settings struct {
 	EventsPhase   bool   `json:"events"`
 	// Load and Events are the settings of those phases when they ran.
 	Load   *LoadSettings   `json:"load_settings,omitempty"`
+	Study  *StudySettings  `json:"study,omitempty"`
 	Events *EventsSettings `json:"events_settings,omitempty"`
 }
 
@@ -215,7 +253,27 @@ func (r *Result) Finalize() {
 				c.Geo, c.CILow, c.CIHigh = &g, &lo, &hi
 			}
 		}
+		fillBootstrap(c, s, b)
 		s.Compare = c
+	}
+}
+
+// fillBootstrap adds the bootstrap intervals, the verdict and the noise
+// warning of s against its baseline b.
+func fillBootstrap(c *Compare, s, b *Series) {
+	paired := s.Missing == 0 && b.Missing == 0 && len(s.Values) == len(b.Values)
+	if mr, ok := Ratio(s.Summary.Mean, b.Summary.Mean); ok {
+		c.MeanRatio = &mr
+		c.Warning = NoiseWarning(b.Summary, mr)
+	}
+	lo, hi, ok := BootstrapRatio(s.Values, b.Values, paired)
+	if !ok {
+		return
+	}
+	c.RatioLow, c.RatioHigh = &lo, &hi
+	c.Verdict = VerdictOf(lo, hi, MetricDirection(s.Metric))
+	if dl, dh, ok := BootstrapDiff(s.Values, b.Values, paired); ok {
+		c.DeltaLow, c.DeltaHigh = &dl, &dh
 	}
 }
 
@@ -272,9 +330,10 @@ func WriteJSON(w io.Writer, r *Result) error {
 // summary of a series and its comparison with the baseline.
 var CSVHeader = []string{
 	"kind", "group", "case", "program", "hook", "metric", "unit", "mode",
-	"rep", "value",
-	"n", "missing", "median", "q1", "q3", "min", "max", "mean",
+	"rep", "value", "load1",
+	"n", "missing", "median", "q1", "q3", "min", "max", "mean", "std",
 	"baseline", "ratio", "delta", "paired_ratio",
+	"mean_ratio", "ratio_ci95_low", "ratio_ci95_high", "verdict", "warning",
 	"date", "commit", "dirty", "kernel", "cpu_model", "nproc", "go_version",
 }
 
@@ -290,8 +349,12 @@ func WriteCSV(w io.Writer, r *Result) error {
 		key := []string{s.Group, s.Case, s.Program, s.Hook, s.Metric, s.Unit, s.Mode}
 		for i, v := range s.Values {
 			row := append([]string{"rep"}, key...)
-			row = append(row, strconv.Itoa(i+1), num(v))
-			row = append(row, make([]string, 12)...)
+			load := ""
+			if i < len(s.RepLoad1) {
+				load = num(s.RepLoad1[i])
+			}
+			row = append(row, strconv.Itoa(i+1), num(v), load)
+			row = append(row, make([]string, 18)...)
 			if err := cw.Write(append(row, machine...)); err != nil {
 				return err
 			}
@@ -300,27 +363,31 @@ func WriteCSV(w io.Writer, r *Result) error {
 	for _, s := range r.Series {
 		key := []string{s.Group, s.Case, s.Program, s.Hook, s.Metric, s.Unit, s.Mode}
 		row := append([]string{"summary"}, key...)
-		row = append(row, "", "")
+		row = append(row, "", "", "")
 		sm := s.Summary
 		if sm.N == 0 {
-			row = append(row, "0", strconv.Itoa(s.Missing), "", "", "", "", "", "")
+			row = append(row, "0", strconv.Itoa(s.Missing), "", "", "", "", "", "", "")
 		} else {
-			row = append(row, strconv.Itoa(sm.N), strconv.Itoa(s.Missing), num(sm.Median), num(sm.Q1), num(sm.Q3), num(sm.Min), num(sm.Max), num(sm.Mean))
+			row = append(row, strconv.Itoa(sm.N), strconv.Itoa(s.Missing), num(sm.Median), num(sm.Q1), num(sm.Q3), num(sm.Min), num(sm.Max), num(sm.Mean), num(sm.Std))
 		}
-		ratio, delta, paired := "", "", ""
+		cmp := make([]string, 8)
 		if c := s.Compare; c != nil {
-			ratio, delta = num(c.Ratio), num(c.Delta)
-			if c.PairedRatio != nil {
-				paired = num(*c.PairedRatio)
-			}
+			cmp = []string{num(c.Ratio), num(c.Delta), optNum(c.PairedRatio), optNum(c.MeanRatio), optNum(c.RatioLow), optNum(c.RatioHigh), c.Verdict, c.Warning}
 		}
-		row = append(row, s.Baseline, ratio, delta, paired)
+		row = append(append(row, s.Baseline), cmp...)
 		if err := cw.Write(append(row, machine...)); err != nil {
 			return err
 		}
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+func optNum(v *float64) string {
+	if v == nil {
+		return ""
+	}
+	return num(*v)
 }
 
 // num formats a value with up to 4 decimals and no trailing zeros.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -56,15 +57,25 @@ func startChild(cmd *exec.Cmd, exited func(error)) error {
 	return <-started
 }
 
+// sinkReplyTimeout bounds the wait for the sink's counters (with 10,000
+// connections on an overloaded machine the sink once stopped answering
+// and the bench hung).
+const sinkReplyTimeout = 30 * time.Second
+
 // sinkProc is the parent's handle on a sink child.
 type sinkProc struct {
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	out  *bufio.Reader
-	port uint16
-	mu   sync.Mutex
-	done chan error
-	errb *testutil.Buffer
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+	// outFile is the pipe under out: reads get a deadline
+	// (sinkReplyTimeout), so a sink that stops answering fails the
+	// window instead of hanging the bench.
+	outFile *os.File
+	broken  error // set when an exchange failed (under mu)
+	port    uint16
+	mu      sync.Mutex
+	done    chan error
+	errb    *testutil.Buffer
 }
 
 // startSinkProc runs the sink program bin listening on addr (any port)
@@ -82,6 +93,7 @@ func startSinkProc(bin, netns string, addr netip.Addr) (*sinkProc, error) {
 		return nil, err
 	}
 	p.out = bufio.NewReader(out)
+	p.outFile, _ = out.(*os.File) // exec's pipes are *os.File
 	if err := startChild(p.cmd, func(err error) { p.done <- err }); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
@@ -101,8 +113,21 @@ func startSinkProc(bin, netns string, addr netip.Addr) (*sinkProc, error) {
 func (p *sinkProc) counters() (accepted, active int64, bytes uint64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.broken != nil {
+		return 0, 0, 0, p.broken
+	}
+	// After a failed exchange a late reply would answer the next
+	// request: the sink is not asked again.
+	defer func() {
+		if err != nil {
+			p.broken = fmt.Errorf("sink process stopped answering: %w", err)
+		}
+	}()
 	if _, err = io.WriteString(p.in, "\n"); err != nil {
 		return
+	}
+	if p.outFile != nil {
+		_ = p.outFile.SetReadDeadline(time.Now().Add(sinkReplyTimeout)) // not pollable: no deadline, as before
 	}
 	line, err := p.out.ReadString('\n')
 	if err != nil {
@@ -112,9 +137,10 @@ func (p *sinkProc) counters() (accepted, active int64, bytes uint64, err error) 
 	return
 }
 
-func (p *sinkProc) Bytes() uint64 {
-	_, _, b, _ := p.counters()
-	return b
+// Bytes is what the sink received so far.
+func (p *sinkProc) Bytes() (uint64, error) {
+	_, _, b, err := p.counters()
+	return b, err
 }
 
 func (p *sinkProc) Accepted() int64 {

@@ -16,6 +16,8 @@ type Summary struct {
 	Min    float64 `json:"min"`
 	Max    float64 `json:"max"`
 	Mean   float64 `json:"mean"`
+	// Std is the sample standard deviation (n-1); 0 for one value.
+	Std float64 `json:"std"`
 }
 
 // Quantile returns the q-quantile (0 <= q <= 1) of sorted, interpolating
@@ -57,7 +59,17 @@ func Summarize(values []float64) Summary {
 		sum += v
 	}
 	q1, q3 := Quantile(s, 0.25), Quantile(s, 0.75)
+	mean := sum / float64(len(s))
+	var sq float64
+	for _, v := range s {
+		sq += (v - mean) * (v - mean)
+	}
+	std := 0.0
+	if len(s) > 1 {
+		std = math.Sqrt(sq / float64(len(s)-1))
+	}
 	return Summary{
+		Std:    std,
 		N:      len(s),
 		Median: Quantile(s, 0.5),
 		Q1:     q1,
@@ -65,7 +77,7 @@ func Summarize(values []float64) Summary {
 		IQR:    q3 - q1,
 		Min:    s[0],
 		Max:    s[len(s)-1],
-		Mean:   sum / float64(len(s)),
+		Mean:   mean,
 	}
 }
 
@@ -97,3 +109,42 @@ func PairedRatios(a, b []float64) []float64 {
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 func nan() float64 { return math.NaN() }
+
+// tQuantile975 is the 0.975 quantile of Student's t distribution with df
+// degrees of freedom (df >= 1): the two-sided 95 % interval.
+func tQuantile975(df int) float64 {
+	table := []float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+		2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086}
+	if df < 1 {
+		return math.NaN()
+	}
+	if df <= len(table) {
+		return table[df-1]
+	}
+	return 1.96 + 2.4/float64(df) // within 0.5 % of the exact value from df 21 on
+}
+
+// RatioCI is the 95 % confidence interval of the geometric mean of paired
+// ratios (t interval on their logarithms). ok is false with fewer than two
+// ratios or a ratio <= 0.
+func RatioCI(ratios []float64) (geo, lo, hi float64, ok bool) {
+	n := len(ratios)
+	if n < 2 {
+		return 0, 0, 0, false
+	}
+	var sum, sq float64
+	logs := make([]float64, n)
+	for i, r := range ratios {
+		if !(r > 0) || !finite(r) {
+			return 0, 0, 0, false
+		}
+		logs[i] = math.Log(r)
+		sum += logs[i]
+	}
+	mean := sum / float64(n)
+	for _, l := range logs {
+		sq += (l - mean) * (l - mean)
+	}
+	half := tQuantile975(n-1) * math.Sqrt(sq/float64(n-1)/float64(n))
+	return math.Exp(mean), math.Exp(mean - half), math.Exp(mean + half), true
+}

@@ -44,7 +44,8 @@ func TestMedianDoesNotReorder(t *testing.T) {
 
 func TestSummarize(t *testing.T) {
 	got := Summarize([]float64{10, 40, 20, 30, 100})
-	want := Summary{N: 5, Median: 30, Q1: 20, Q3: 40, IQR: 20, Min: 10, Max: 100, Mean: 40}
+	// Std: sqrt(((-30)^2+(-20)^2+(-10)^2+0^2+60^2)/4) = sqrt(1250).
+	want := Summary{N: 5, Median: 30, Q1: 20, Q3: 40, IQR: 20, Min: 10, Max: 100, Mean: 40, Std: math.Sqrt(1250)}
 	if got != want {
 		t.Errorf("Summarize = %+v, want %+v", got, want)
 	}

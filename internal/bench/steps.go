@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"text/tabwriter"
 
@@ -96,45 +95,6 @@ func (lb *liveBench) attachBinary(ctx context.Context, bin string) (*attached, e
 		return nil, err
 	}
 	return &attached{eg: eg, in: in, stop: m.stop, owned: true}, nil
-}
-
-// tQuantile975 is the 0.975 quantile of Student's t distribution with df
-// degrees of freedom (df >= 1): the two-sided 95 % interval.
-func tQuantile975(df int) float64 {
-	table := []float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-		2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086}
-	if df < 1 {
-		return math.NaN()
-	}
-	if df <= len(table) {
-		return table[df-1]
-	}
-	return 1.96 + 2.4/float64(df) // within 0.5 % of the exact value from df 21 on
-}
-
-// RatioCI is the 95 % confidence interval of the geometric mean of paired
-// ratios (t interval on their logarithms). ok is false with fewer than two
-// ratios or a ratio <= 0.
-func RatioCI(ratios []float64) (geo, lo, hi float64, ok bool) {
-	n := len(ratios)
-	if n < 2 {
-		return 0, 0, 0, false
-	}
-	var sum, sq float64
-	logs := make([]float64, n)
-	for i, r := range ratios {
-		if !(r > 0) || !finite(r) {
-			return 0, 0, 0, false
-		}
-		logs[i] = math.Log(r)
-		sum += logs[i]
-	}
-	mean := sum / float64(n)
-	for _, l := range logs {
-		sq += (l - mean) * (l - mean)
-	}
-	half := tQuantile975(n-1) * math.Sqrt(sq/float64(n-1)/float64(n))
-	return math.Exp(mean), math.Exp(mean - half), math.Exp(mean + half), true
 }
 
 // printSteps writes the per-step table: ns/packet per hook, the ratio to

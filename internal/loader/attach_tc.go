@@ -5,8 +5,9 @@ import (
 )
 
 // AttachTC hooks an egress and an ingress tc program of another object
-// (rttscope pdm) to ifc with the same TCX-or-clsact choice as Attach
-// (tcMode is one of TCModes, "" meaning auto). Call it from the
+// (rttscope pdm, the bench's forwarder) to ifc with the same
+// TCX-or-clsact choice as Attach (tcMode is one of TCModes, "" meaning
+// auto); a nil program leaves its direction alone. Call it from the
 // interface's network namespace. On error nothing stays attached.
 func AttachTC(ifc Interface, egress, ingress *ebpf.Program, tcMode string) (_ *Attachment, err error) {
 	if err := (AttachOptions{TCMode: tcMode}).Validate(); err != nil {
@@ -18,11 +19,16 @@ func AttachTC(ifc Interface, egress, ingress *ebpf.Program, tcMode string) (_ *A
 			_ = a.Close() // the attach error is the one to report
 		}
 	}()
-	if err := a.attachTC(egress, ebpf.AttachTCXEgress, tcMode); err != nil {
-		return nil, err
-	}
-	if err := a.attachTC(ingress, ebpf.AttachTCXIngress, tcMode); err != nil {
-		return nil, err
+	for _, h := range []struct {
+		prog *ebpf.Program
+		dir  ebpf.AttachType
+	}{{egress, ebpf.AttachTCXEgress}, {ingress, ebpf.AttachTCXIngress}} {
+		if h.prog == nil {
+			continue
+		}
+		if err := a.attachTC(h.prog, h.dir, tcMode); err != nil {
+			return nil, err
+		}
 	}
 	return a, nil
 }

@@ -10,3 +10,5 @@ package probe
 //go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel Empty ../../bpf/empty.c -- -I../../bpf
 //go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel -no-global-types -type pdm_counter -type pdm_event -type pdm_key -type pdm_state -type pdm_config Pdm ../../bpf/pdm.c -- -I../../bpf
 //go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel PdmEncodeTest ../../bpf/pdm_encode_test.c -- -I../../bpf
+//go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel Fwd ../../bpf/fwd.c -- -I../../bpf
+//go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel Hooks ../../bpf/hooks.c -- -I../../bpf

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rttscope/rttscope/internal/bench"
+	"github.com/rttscope/rttscope/internal/lab"
+)
+
+const benchMonitorLong = `Measure what monitoring a router's interface costs (seed 000 part 4): the
+lab's router forwards TCP with --flows flows (default 1, 1,000 and 10,000)
+and small UDP datagrams while, in turn, nothing (the baseline), rttscope in
+each mode (per-sample, sampled, aggregated, flow-summary), tcpdump writing
+a capture, and every --external command watch its server-facing interface.
+
+--external NAME='CMD {iface}' adds a configuration NAME: CMD runs with
+sh -c inside the router's namespace, {iface} replaced by the interface,
+in its own process group; its CPU time and its output (stdout and stderr
+bytes and lines) are counted, and it is stopped with SIGINT (then SIGTERM,
+then SIGKILL, each after 5 s; the report says which it took). Example:
+  --external epping='/opt/pping/pping -i {iface} -f'
+
+Per window: forwarded Mbit/s and packets/s (ratio to nothing with its 95 %
+bootstrap interval and verdict), the monitor's CPU and its share of the
+busy CPU time, BPF ns per packet (bpf_stats of every program on the
+interface, TCX, clsact or XDP, whoever attached it), samples reported per
+second, samples lost. Method, verdicts and files: docs/experiments.md.
+The TCP sink is a separate program the bench builds with go: run from the
+source tree.`
+
+func init() { benchSubcommands = append(benchSubcommands, newBenchMonitorCmd) }
+
+func newBenchMonitorCmd() *cobra.Command {
+	o := bench.DefaultMonitorOptions()
+	var externals []string
+	var trate string
+	cmd := &cobra.Command{
+		Use:   "monitor",
+		Short: "Cost of monitoring a router: rttscope's modes, tcpdump, external monitors",
+		Long:  benchMonitorLong,
+		Example: `  sudo rttscope bench monitor
+  sudo rttscope bench monitor --flows 1000,10000 --modes aggregated --tcpdump=false
+  sudo rttscope bench monitor --external pping='pping -i {iface}'`,
+		Args: noArgs("monitor"),
+	}
+	mf := addMethodFlags(cmd.Flags(), &o.Method, &o.Name, "none")
+	f := cmd.Flags()
+	f.IntSliceVar(&o.Flows, "flows", o.Flows, "TCP cases: concurrent flow counts")
+	f.BoolVar(&o.UDP, "udp", o.UDP, "run the small-datagram UDP case")
+	f.StringSliceVar(&o.Modes, "modes", o.Modes, "rttscope modes to run")
+	f.BoolVar(&o.Tcpdump, "tcpdump", o.Tcpdump, "run tcpdump writing a capture")
+	f.StringArrayVar(&externals, "external", nil, "NAME='CMD {iface}': an external monitor command (repeatable)")
+	f.DurationVar(&o.ExternalStart, "external-start", o.ExternalStart, "time an external monitor gets to start before its window's warm-up")
+	f.DurationVar(&o.ExternalAttach, "external-attach", 0, "then wait up to this long for BPF programs to appear on the interface (for monitors such as ePPing that load for seconds; none by then: the external is not available)")
+	f.IntVar(&o.WriteSize, "write-size", o.WriteSize, "bytes per TCP write")
+	f.StringVar(&trate, "tcp-rate", "unlimited", "aggregate TCP rate of all flows (e.g. 200mbit)")
+	f.IntVar(&o.UDPPayload, "udp-payload", o.UDPPayload, "UDP payload bytes")
+	f.Uint64Var(&o.UDPPPS, "udp-pps", o.UDPPPS, "UDP datagrams per second (0 = as fast as the senders go)")
+	f.IntVar(&o.UDPSenders, "udp-senders", o.UDPSenders, "UDP sending sockets")
+	f.StringVar(&o.MonitorBinary, "monitor-bin", "", "rttscope binary to run as the monitor (default: this executable)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := mf.check(); err != nil {
+			return err
+		}
+		for _, m := range o.Modes {
+			if !slices.Contains(bench.MonitorModes, m) {
+				return usageError{fmt.Sprintf("--modes: unknown mode %q (want some of %v)", m, bench.MonitorModes)}
+			}
+		}
+		for _, n := range o.Flows {
+			if n < 1 || n > 60000 {
+				return usageError{fmt.Sprintf("--flows: %d is not between 1 and 60000", n)}
+			}
+		}
+		if o.ExternalStart < 0 || o.ExternalAttach < 0 {
+			return usageError{"--external-start and --external-attach must be >= 0"}
+		}
+		if len(o.Flows) == 0 && !o.UDP {
+			return usageError{"no traffic case: give --flows or --udp"}
+		}
+		if o.WriteSize < 1 || o.UDPPayload < 1 || o.UDPPayload > 1472 || o.UDPSenders < 1 {
+			return usageError{"--write-size must be >= 1, --udp-payload 1-1472, --udp-senders >= 1"}
+		}
+		if trate != "unlimited" && trate != "0" {
+			r, err := lab.ParseRate(trate)
+			if err != nil {
+				return usageError{fmt.Sprintf("invalid --tcp-rate %q: %v", trate, err)}
+			}
+			o.TCPRate = r / 8
+		}
+		names := map[string]bool{}
+		for _, e := range externals {
+			x, err := bench.ParseExternal(e)
+			if err != nil {
+				return usageError{"--external: " + err.Error()}
+			}
+			if names[x.Name] || x.Name == "none" || x.Name == bench.ToolTcpdump || slices.Contains(bench.MonitorModes, x.Name) {
+				return usageError{fmt.Sprintf("--external: name %q is taken", x.Name)}
+			}
+			names[x.Name] = true
+			o.Externals = append(o.Externals, x)
+		}
+		o.Progress = cmd.ErrOrStderr()
+		return runStudy(cmd, mf.out, bench.PrintStudy, func(ctx context.Context) (*bench.Result, error) { return bench.RunMonitor(ctx, o) })
+	}
+	return cmd
+}

@@ -1,0 +1,508 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/telemetry"
+	"github.com/rttscope/rttscope/internal/traffic"
+)
+
+// `rttscope bench monitor` (seed 000 part 4): what watching a router's
+// interface costs, for rttscope in each mode and for other monitors. The
+// lab's middlebox forwards the traffic of each case (TCP with 1, 1,000,
+// 10,000 flows; small UDP datagrams); every configuration runs one monitor
+// on its server-facing interface: nothing (the baseline), rttscope
+// per-sample, sampled, aggregated, flow summaries, tcpdump writing a
+// capture, and the --external commands.
+
+// GroupMonitor is the group of the monitor study's series.
+const GroupMonitor = "monitor"
+
+// Metrics of the monitor study (besides the load phase's).
+const (
+	MetricBPFNsPerPkt  = "bpf_ns_per_packet"  // bpf_stats run time of the interface's programs / packets through it
+	MetricSamplesPerS  = "samples_per_s"      // what the monitor reported per second
+	MetricLostPerS     = "lost_per_s"         // samples it lost (ring buffer/map full, kernel drops) per second
+	MetricOutputBPS    = "output_bytes_per_s" // bytes the monitor wrote (capture file or stdout)
+	MetricToolCPUShare = "monitor_cpu_share"  // (BPF run time + the monitor's processes) / busy CPU time
+)
+
+func init() {
+	registerDirections(LowerFaster, MetricBPFNsPerPkt)
+}
+
+// MonitorOptions configure `rttscope bench monitor`.
+type MonitorOptions struct {
+	Name   string
+	Method Method
+	Flows  []int // TCP cases
+	UDP    bool
+	// Modes are rttscope's modes (per-sample, sampled, aggregated,
+	// flow-summary).
+	Modes     []string
+	Tcpdump   bool
+	Externals []External
+	// ExternalStart is how long an external monitor gets to start (load
+	// and attach its programs) before its window's warm-up.
+	ExternalStart time.Duration
+	// ExternalAttach, when > 0, then waits up to this long for BPF
+	// programs to appear on the interface (monitors such as ePPing that
+	// take seconds to load); none by then is a set-up error.
+	ExternalAttach time.Duration
+	WriteSize      int
+	TCPRate        uint64 // aggregate bytes/s, 0 = as fast as TCP goes
+	UDPPayload     int
+	UDPPPS         uint64
+	UDPSenders     int
+	// MonitorBinary is the rttscope binary (default this executable).
+	MonitorBinary string
+	Progress      io.Writer
+}
+
+// MonitorModes are rttscope's modes in the monitor study.
+var MonitorModes = []string{ModePerSample, ModeSampled, ModeAggregated, ModeFlowSummary}
+
+// DefaultMonitorOptions: 1, 1,000 and 10,000 flows and UDP; every mode,
+// tcpdump.
+func DefaultMonitorOptions() MonitorOptions {
+	m := DefaultMethod()
+	m.Duration = 2 * time.Second
+	// No pinning: the monitors (and this process's sinks and counters)
+	// starve on a CPU saturated by forwarding, which stretches every
+	// window and delays attaching.
+	return MonitorOptions{
+		Name: "monitor", Method: m, Flows: []int{1, 1000, 10000}, UDP: true, Modes: MonitorModes, Tcpdump: true,
+		WriteSize: 1448, UDPPayload: 64, UDPSenders: 1, ExternalStart: 3 * time.Second,
+	}
+}
+
+// MonitorWindow is the raw record of one window.
+type MonitorWindow struct {
+	Load      LoadWindow `json:"counters"`
+	BPFRuns   uint64     `json:"bpf_run_cnt"`
+	BPFNs     uint64     `json:"bpf_run_time_ns"`
+	Programs  int        `json:"programs_attached"`
+	ToolTicks uint64     `json:"tool_cpu_ticks"`
+	Samples   uint64     `json:"samples_total"`
+	Lost      uint64     `json:"lost_total"`
+	OutBytes  uint64     `json:"output_bytes_total"`
+	OutLines  uint64     `json:"output_lines_total"`
+	Lifetime  float64    `json:"tool_lifetime_s"`
+	Stopped   string     `json:"stopped,omitempty"`
+	// StartSeconds is from starting the monitor to its programs being
+	// attached (rttscope; externals with --external-attach), StopSeconds
+	// from the stop signal to its exit.
+	StartSeconds float64 `json:"start_s,omitempty"`
+	StopSeconds  float64 `json:"stop_s,omitempty"`
+	CPUPinned    cpuUse  `json:"cpu"`
+	ToolStderr   string  `json:"stderr,omitempty"`
+}
+
+// monState is the state of a monitor study run.
+type monState struct {
+	o        *MonitorOptions
+	lb       *loadBench
+	tool     monitorTool
+	started  time.Time
+	attached time.Time // when its programs were found (or started, without)
+	progs    []*ebpf.Program
+	capDir   string
+}
+
+// RunMonitor runs the monitor study.
+func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
+	if err := checkRoot(o.Progress); err != nil {
+		return nil, err
+	}
+	if err := o.Method.validate(); err != nil {
+		return nil, err
+	}
+	if len(o.Flows) == 0 && !o.UDP {
+		return nil, errors.New("monitor: no traffic case")
+	}
+	for _, n := range o.Flows {
+		if n < 1 || n > 60000 {
+			return nil, fmt.Errorf("monitor: flow counts must be between 1 and 60000, got %d", n)
+		}
+	}
+	if o.MonitorBinary == "" {
+		if o.MonitorBinary, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	lo := DefaultOptions()
+	lo.LoadWriteSize, lo.LoadTCPRate, lo.UDPPayload, lo.UDPPPS, lo.UDPSenders = o.WriteSize, o.TCPRate, o.UDPPayload, o.UDPPPS, o.UDPSenders
+	lo.Progress = o.Progress
+	maxFlows := 0
+	for _, n := range o.Flows {
+		maxFlows = max(maxFlows, n)
+	}
+	if maxFlows > 0 {
+		bin, cleanup, err := buildSink()
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		lo.sinkBin = bin
+		if err := traffic.RaiseNoFile(uint64(maxFlows + 4096)); err != nil {
+			return nil, err
+		}
+	}
+	restore, method, err := telemetry.EnableBPFStatsOrSysctl()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if rerr := restore(); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	l, err := lab.New(ctx, lab.Config{Prefix: "rttmon", Paths: []lab.PathSpec{{}}})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := l.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
+		}
+	}()
+	lb := &loadBench{o: &lo, lab: l, ifname: l.MiddleboxServerIf[0], bin: o.MonitorBinary, noRetrans: true}
+	if err := l.Middlebox.Do(func() (err error) {
+		if lb.ifidx, err = ifindex(lb.ifname); err != nil {
+			return err
+		}
+		lb.cliIfidx, err = ifindex(l.MiddleboxClientIf)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	capDir, err := os.MkdirTemp("", "rttscope-bench-capture-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(capDir) }() // temporary captures; nothing to report
+	ms := &monState{o: &o, lb: lb, capDir: capDir}
+
+	st := &Study{
+		Group:  GroupMonitor,
+		Title:  "rttscope bench monitor: the cost of monitoring a router's interface (rttscope's modes, tcpdump, external monitors)",
+		Method: o.Method,
+		Metrics: []MetricSpec{
+			{MetricFwdMbit, "Mbit/s", "bytes the router sent toward the server per second (its server-facing interface)", true},
+			{MetricFwdPPS, "packets/s", "packets through the monitored interface per second, both ways", false},
+			{MetricBusyCores, "CPUs", "busy CPU time per second of the measured CPUs", false},
+			{MetricSoftirqCores, "CPUs", "softirq CPU time per second of the measured CPUs", false},
+			{MetricMonitorCores, "CPUs", "user+system CPU time per second of the monitor's processes", true},
+			{MetricToolCPUShare, "share", "(BPF run time on the interface + the monitor's processes) / busy CPU time of the measured CPUs", true},
+			{MetricBPFNsPerPkt, "ns", "bpf_stats run time of every program on the interface / packets through it (0 for monitors without BPF)", true},
+			{MetricSamplesPerS, "samples/s", "rttscope: RTT records (per-sample, sampled), aggregated samples (aggregated), flow records (flow-summary); others: output lines; over the monitor's life", true},
+			{MetricLostPerS, "lost/s", "rttscope: ring buffer, timestamp/flow/prefix map full; tcpdump: packets dropped by kernel; over the monitor's life", false},
+			{MetricOutputBPS, "bytes/s", "capture file (tcpdump) or stdout+stderr bytes (externals) over the monitor's life", false},
+		},
+		Details: map[string]string{
+			"topology":  "lab with a direct path: client ─veth─ router (mb-cli | mb-srv0) ─veth─ server, kernel forwarding, every veth without GRO/TSO; the monitors watch mb-srv0",
+			"rttscope":  "rttscope monitor --netns ROUTER -i mb-srv0 --tc-mode tcx -F jsonl --stats-interval 1s -w FILE, plus: per-sample --rate-limit 0; sampled: defaults; aggregated: --aggregate 1s; flow-summary: --flow-summary --flow-summary-interval 1s",
+			"tcpdump":   "tcpdump -n -i mb-srv0 -w FILE (full packets), stopped with SIGINT",
+			"bpf_stats": "on for the whole run (via " + method + "); it adds its accounting to every program, alike in every configuration with BPF",
+			"traffic": fmt.Sprintf("TCP flows %v (writes of %d B, rate %s), UDP %v (%d B payload, %d sender(s))",
+				o.Flows, o.WriteSize, rateText(o.TCPRate*8), o.UDP, o.UDPPayload, o.UDPSenders),
+		},
+	}
+	st.Configs = append(st.Configs, StudyConfig{Name: ProgNone})
+	for _, m := range o.Modes {
+		mode := m
+		st.Configs = append(st.Configs, StudyConfig{Name: "rttscope-" + mode, Setup: func(ctx context.Context) (func() error, error) {
+			return ms.setupRttscope(ctx, mode)
+		}})
+	}
+	if o.Tcpdump {
+		cfg := StudyConfig{Name: ToolTcpdump}
+		if _, err := exec.LookPath("tcpdump"); err != nil {
+			cfg.Unavailable = "tcpdump is not installed"
+		} else {
+			cfg.Setup = func(ctx context.Context) (func() error, error) {
+				capture := fmt.Sprintf("%s/capture-%d.pcap", ms.capDir, time.Now().UnixNano())
+				return ms.setupProc("tcpdump -n -i "+lb.ifname+" -w "+capture, capture)
+			}
+		}
+		st.Configs = append(st.Configs, cfg)
+	}
+	for _, e := range o.Externals {
+		cmd := strings.ReplaceAll(e.Cmd, "{iface}", lb.ifname)
+		st.Configs = append(st.Configs, StudyConfig{Name: e.Name, Setup: func(ctx context.Context) (func() error, error) {
+			teardown, err := ms.setupProc(cmd, "")
+			if err != nil {
+				return nil, err
+			}
+			if err := ms.waitStarted(ctx, o.ExternalStart); err != nil {
+				_ = teardown() // the start error is the one to report
+				return nil, err
+			}
+			if o.ExternalAttach > 0 {
+				if ms.progs, err = ms.waitPrograms(ctx, o.ExternalAttach); err != nil {
+					_ = teardown() // the attach error is the one to report
+					return nil, err
+				}
+				ms.attached = time.Now()
+			}
+			return teardown, nil
+		}})
+		st.Details["external "+e.Name] = cmd + fmt.Sprintf(" (run with sh -c in the router's namespace, its own process group, %v to start before the window's warm-up; stopped with SIGINT, then SIGTERM, then SIGKILL)", o.ExternalStart)
+	}
+	for _, n := range o.Flows {
+		sc := loadScenario{tcpScenario(n), n}
+		st.Cases = append(st.Cases, StudyCase{Name: sc.name, Start: ms.starter(sc)})
+	}
+	if o.UDP {
+		st.Cases = append(st.Cases, StudyCase{Name: LoadScenarioUDP, Start: ms.starter(loadScenario{LoadScenarioUDP, 0})})
+	}
+	st.Window = func(ctx context.Context, _ StudyCase, _ StudyConfig) (map[string]float64, any, error) {
+		return ms.window(ctx)
+	}
+	return RunStudy(ctx, o.Name, st, o.Progress)
+}
+
+func (ms *monState) starter(sc loadScenario) func(context.Context) (func() error, error) {
+	return func(ctx context.Context) (func() error, error) {
+		if err := ms.lb.startTraffic(ctx, sc); err != nil {
+			_ = ms.lb.stopTraffic() // the start error is the one to report
+			return nil, err
+		}
+		return ms.lb.stopTraffic, nil
+	}
+}
+
+// teardown stops the current tool if the window did not.
+func (ms *monState) teardown() error {
+	for _, p := range ms.progs {
+		p.Close()
+	}
+	ms.progs = nil
+	if ms.tool == nil {
+		return nil
+	}
+	t := ms.tool
+	ms.tool = nil
+	_, err := t.stop()
+	return err
+}
+
+// noteStale records the programs on the interface before a monitor
+// starts: a stopped monitor's links go away asynchronously, and the new
+// monitor's programs are the others.
+func (ms *monState) noteStale() {
+	ms.lb.stale = map[ebpf.ProgramID]bool{}
+	progs, err := attachedPrograms(ms.lb.lab.Middlebox.Name, ms.lb.ifidx)
+	if err != nil {
+		return
+	}
+	for _, p := range progs {
+		if id, ok := programID(p); ok {
+			ms.lb.stale[id] = true
+		}
+		_ = p.Close() // only its ID was needed
+	}
+}
+
+func programID(p *ebpf.Program) (ebpf.ProgramID, bool) {
+	info, err := p.Info()
+	if err != nil {
+		return 0, false
+	}
+	return info.ID()
+}
+
+func (ms *monState) setupRttscope(ctx context.Context, mode string) (func() error, error) {
+	ms.noteStale()
+	t, err := startRttscopeTool(ctx, ms.o.MonitorBinary, ms.lb.lab, ms.lb.ifname, mode)
+	if err != nil {
+		return nil, err
+	}
+	ms.tool, ms.started = t, time.Now()
+	eg, in, err := ms.lb.waitAttached(ctx, t.m)
+	if err != nil {
+		_ = ms.teardown() // the attach error is the one to report
+		return nil, err
+	}
+	ms.progs, ms.attached = []*ebpf.Program{eg, in}, time.Now()
+	return ms.teardown, nil
+}
+
+func (ms *monState) setupProc(command, capture string) (func() error, error) {
+	ms.noteStale()
+	t, err := startProcTool(ms.lb.lab.Middlebox.Name, command, capture)
+	if err != nil {
+		return nil, err
+	}
+	ms.tool, ms.started, ms.attached = t, time.Now(), time.Now()
+	return ms.teardown, nil
+}
+
+// waitStarted gives an external monitor d to start; one that exits in
+// that time failed.
+func (ms *monState) waitStarted(ctx context.Context, d time.Duration) error {
+	t, ok := ms.tool.(*procTool)
+	if !ok {
+		return nil
+	}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if t.exited.Load() {
+			return fmt.Errorf("exited at start (stderr: %s)", truncate(t.stderrText(), 500))
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// freshPrograms are the programs on the interface that were not there
+// before the current monitor started.
+func (ms *monState) freshPrograms() ([]*ebpf.Program, error) {
+	progs, err := attachedPrograms(ms.lb.lab.Middlebox.Name, ms.lb.ifidx)
+	if err != nil {
+		return nil, err
+	}
+	out := progs[:0]
+	for _, p := range progs {
+		if id, ok := programID(p); ok && ms.lb.stale[id] {
+			_ = p.Close() // a stopped monitor's
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// waitPrograms waits up to d for BPF programs on the monitored interface.
+func (ms *monState) waitPrograms(ctx context.Context, d time.Duration) ([]*ebpf.Program, error) {
+	deadline := time.Now().Add(d)
+	for {
+		progs, err := ms.freshPrograms()
+		if err != nil || len(progs) > 0 {
+			return progs, err
+		}
+		if t, ok := ms.tool.(*procTool); ok && t.exited.Load() {
+			return nil, fmt.Errorf("exited before attaching (stderr: %s)", truncate(t.stderrText(), 500))
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no BPF program on %s within %v", ms.lb.ifname, d)
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// window measures; it stops the tool at its end, so that what the tool
+// reports at exit (tcpdump's drops, rttscope's last records) counts.
+func (ms *monState) window(ctx context.Context) (map[string]float64, any, error) {
+	lb := ms.lb
+	// Programs an external monitor attached (rttscope's were found when
+	// it attached); they are looked up after the warm-up.
+	if ms.tool != nil && ms.progs == nil {
+		var err error
+		if ms.progs, err = ms.freshPrograms(); err != nil {
+			return nil, nil, err
+		}
+	}
+	cpus := ms.o.Method.CPUs
+	// The CPU, BPF and tool readings are taken together, apart from the
+	// slower interface and sink counters (lb.snap): each set of rates
+	// uses its own interval.
+	type fast struct {
+		t               time.Time
+		cpu             cpuTimes
+		runs, ns, ticks uint64
+	}
+	readFast := func() fast {
+		f := fast{cpu: readCPUTimesOf(cpus)}
+		f.runs, f.ns = bpfTotals(ms.progs)
+		if ms.tool != nil {
+			f.ticks = ms.tool.cpuTicks()
+		}
+		f.t = time.Now()
+		return f
+	}
+	f0 := readFast()
+	s0, err := lb.snap(nil, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := sleepCtx(ctx, ms.o.Method.Duration); err != nil {
+		return nil, nil, err
+	}
+	f1 := readFast()
+	s1, err := lb.snap(nil, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	sec := s1.tIf.Sub(s0.tIf).Seconds()
+	fsec := f1.t.Sub(f0.t).Seconds()
+	w := MonitorWindow{BPFRuns: f1.runs - f0.runs, BPFNs: f1.ns - f0.ns, Programs: len(ms.progs), ToolTicks: f1.ticks - f0.ticks, CPUPinned: cpuUseBetween(f0.cpu, f1.cpu, fsec)}
+	w.Load = LoadWindow{Seconds: sec, FwdTxPackets: s1.srv.TxPackets - s0.srv.TxPackets, FwdTxBytes: s1.srv.TxBytes - s0.srv.TxBytes,
+		FwdRxPackets: s1.srv.RxPackets - s0.srv.RxPackets, FwdRxBytes: s1.srv.RxBytes - s0.srv.RxBytes, SinkBytes: s1.sinkB - s0.sinkB}
+	pkts := float64(w.Load.FwdTxPackets + w.Load.FwdRxPackets)
+	v := map[string]float64{
+		MetricFwdMbit:      float64(w.Load.FwdTxBytes) * 8 / sec / 1e6,
+		MetricFwdPPS:       pkts / sec,
+		MetricBusyCores:    w.CPUPinned.Busy,
+		MetricSoftirqCores: w.CPUPinned.Softirq,
+	}
+	if ms.tool != nil {
+		tool := ms.tool
+		ms.tool = nil
+		stopped := time.Now()
+		how, err := tool.stop()
+		if err != nil {
+			return nil, nil, err
+		}
+		w.StopSeconds = time.Since(stopped).Seconds()
+		w.StartSeconds = ms.attached.Sub(ms.started).Seconds()
+		life := stopped.Sub(ms.started).Seconds()
+		c := tool.counters()
+		w.Samples, w.Lost, w.OutBytes, w.OutLines, w.Lifetime, w.Stopped = c.samples, c.lost, c.outBytes, c.outLines, life, how
+		if pt, ok := tool.(*procTool); ok {
+			w.ToolStderr = truncate(pt.stderrText(), 2000)
+		}
+		toolCores := float64(w.ToolTicks) / clockTicks / fsec
+		v[MetricMonitorCores] = toolCores
+		if w.CPUPinned.Busy > 0 {
+			v[MetricToolCPUShare] = (float64(w.BPFNs)/1e9/fsec + toolCores) / w.CPUPinned.Busy
+		}
+		// BPF time per packet: both over their own intervals, scaled
+		// to the same second.
+		v[MetricBPFNsPerPkt] = 0
+		if pkts > 0 {
+			v[MetricBPFNsPerPkt] = float64(w.BPFNs) / fsec / (pkts / sec)
+		}
+		samples := c.samples
+		if !c.haveSamples {
+			samples = c.outLines
+		}
+		v[MetricSamplesPerS] = float64(samples) / life
+		if c.haveLost {
+			v[MetricLostPerS] = float64(c.lost) / life
+		}
+		v[MetricOutputBPS] = float64(c.outBytes) / life
+	}
+	return v, w, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

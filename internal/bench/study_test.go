@@ -1,0 +1,261 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rttscope/rttscope/internal/testutil"
+)
+
+// The fast versions of the three studies check the plumbing (every
+// configuration runs in every round, warm-up rounds are discarded, files
+// and report are written, refusals are rows with a reason, nothing is
+// left behind), never the figures.
+
+func fastMethod() Method {
+	return Method{Reps: 3, WarmupRounds: 1, Duration: 300 * time.Millisecond, Warmup: 50 * time.Millisecond}
+}
+
+// checkStudy checks what every study result must hold.
+func checkStudy(t *testing.T, res *Result, m Method) {
+	t.Helper()
+	st := res.Settings.Study
+	if st == nil {
+		t.Fatal("no study settings")
+	}
+	unavailable := map[string]bool{}
+	for _, u := range res.Unavailable {
+		unavailable[u.Config] = true
+		if u.Reason == "" {
+			t.Errorf("%s: unavailable without a reason", u.Config)
+		}
+	}
+	for _, cas := range st.Cases {
+		rounds := map[int]map[string]int{}
+		for _, run := range res.Runs {
+			if run.Case != cas {
+				continue
+			}
+			if rounds[run.Round] == nil {
+				rounds[run.Round] = map[string]int{}
+			}
+			rounds[run.Round][run.Config]++
+			if run.Warmup != (run.Round <= 0) {
+				t.Errorf("%s round %d %s: warm-up flag %v", cas, run.Round, run.Config, run.Warmup)
+			}
+			if run.Load1 <= 0 {
+				t.Errorf("%s round %d %s: no load average recorded", cas, run.Round, run.Config)
+			}
+		}
+		if len(rounds) != m.Reps+m.WarmupRounds {
+			t.Errorf("%s: %d rounds, want %d", cas, len(rounds), m.Reps+m.WarmupRounds)
+		}
+		for r, cfgs := range rounds {
+			for _, c := range st.Configs {
+				if want := map[bool]int{true: 0, false: 1}[unavailable[c]]; cfgs[c] != want {
+					t.Errorf("%s round %d: %s ran %d times, want %d", cas, r, c, cfgs[c], want)
+				}
+			}
+		}
+		// Warm-up rounds are not in the series; every available
+		// configuration has Reps values of the first metric.
+		for _, c := range st.Configs {
+			s := res.Lookup(seriesID(res.Series[0].Group, cas, c, "", st.Metrics[0].Name))
+			if unavailable[c] {
+				if s != nil {
+					t.Errorf("%s %s: unavailable but measured", cas, c)
+				}
+				continue
+			}
+			if s == nil || len(s.Values)+s.Missing != m.Reps || len(s.RepLoad1) != len(s.Values) {
+				t.Errorf("%s %s: series %+v, want %d values with their load", cas, c, s, m.Reps)
+				continue
+			}
+			// On a machine overloaded by other jobs a short window can
+			// see no packet at all: a baseline whose median is 0 has
+			// no ratio, which is right, not a plumbing fault.
+			b := res.Lookup(s.Baseline)
+			if c != st.Baseline && s.Compare == nil && (b == nil || b.Summary.Median != 0) {
+				t.Errorf("%s %s: no comparison with the baseline: %+v", cas, c, s)
+			}
+		}
+	}
+	dir := t.TempDir()
+	jsonPath, csvPath, err := WriteFiles(dir, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	htmlPath, err := WriteReport(dir, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if b, err := os.ReadFile(jsonPath); err != nil || json.Unmarshal(b, &back) != nil || len(back.Runs) != len(res.Runs) || back.Machine.Command == "" {
+		t.Errorf("JSON does not read back with its runs and command line (err %v)", err)
+	}
+	b, _ := os.ReadFile(csvPath)
+	rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil || len(rows) < 2 || strings.Join(rows[0], ",") != strings.Join(CSVHeader, ",") {
+		t.Errorf("CSV: %d rows, err %v", len(rows), err)
+	}
+	if h, _ := os.ReadFile(htmlPath); !bytes.Contains(h, []byte("<svg")) {
+		t.Error("report without figures")
+	}
+}
+
+// namespaces lists the named network namespaces with prefix.
+func namespaces(prefix string) map[string]bool {
+	out := map[string]bool{}
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix+"-") {
+			out[e.Name()] = true
+		}
+	}
+	return out
+}
+
+// noNewNamespaces fails for namespaces with prefix that were not there
+// before (another bench may run beside the test).
+func noNewNamespaces(t *testing.T, prefix string, before map[string]bool) {
+	t.Helper()
+	for n := range namespaces(prefix) {
+		if !before[n] {
+			t.Errorf("namespace %s left behind", n)
+		}
+	}
+}
+
+func TestHooksStudyFast(t *testing.T) {
+	testutil.RequireRoot(t)
+	nsBefore := namespaces("rtthooks")
+	var before unix.Statfs_t
+	_ = unix.Statfs("/sys/kernel/tracing", &before)
+	o := DefaultHooksOptions()
+	o.Method, o.Types = fastMethod(), []string{"raw_tp", "kprobe", "fentry"}
+	res, err := RunHooks(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStudy(t, res, o.Method)
+	cas := res.Settings.Study.Cases[0]
+	if s := res.Lookup(seriesID(GroupHooks, cas, "raw_tp-count", "", MetricEventsPerPkt)); s == nil || s.Summary.N == 0 || !(s.Summary.Median > 0) {
+		t.Errorf("raw_tp-count counted no event: %+v", s)
+	}
+	if s := res.Lookup(seriesID(GroupHooks, cas, "raw_tp-empty+stats", "", MetricBPFNsPerRun)); s == nil || s.Summary.N == 0 {
+		t.Error("raw_tp-empty+stats: no bpf_stats figure")
+	}
+	if s := res.Lookup(seriesID(GroupHooks, cas, "raw_tp-empty", "", MetricBPFNsPerRun)); s != nil && s.Summary.N > 0 {
+		t.Error("raw_tp-empty has a bpf_stats figure with stats off")
+	}
+	found := false
+	for _, d := range res.Derived {
+		found = found || (d.Config == "raw_tp-count" && d.Name == "cost_per_event" && d.Low <= d.High)
+	}
+	if s := res.Lookup(seriesID(GroupHooks, cas, "raw_tp-count", "", MetricCPUNsPerPkt)); !found && s != nil && s.Compare != nil && s.Compare.DeltaLow != nil {
+		t.Errorf("no cost per event for raw_tp-count: %+v", res.Derived)
+	}
+	for _, u := range res.Unavailable {
+		if !strings.Contains(u.Reason, "refused") {
+			t.Errorf("%s: reason %q does not say what was refused", u.Config, u.Reason)
+		}
+	}
+	var after unix.Statfs_t
+	_ = unix.Statfs("/sys/kernel/tracing", &after)
+	if before.Type != after.Type {
+		t.Errorf("tracefs mount state changed: %#x -> %#x", before.Type, after.Type)
+	}
+	noNewNamespaces(t, "rtthooks", nsBefore)
+}
+
+func TestForwardingStudyFast(t *testing.T) {
+	testutil.RequireRoot(t)
+	nsBefore := namespaces("rttfwd")
+	o := DefaultForwardingOptions()
+	o.Method, o.SingleTCP, o.TCPFlows, o.RttscopeRTT = fastMethod(), false, 0, false
+	o.PingInterval = 10 * time.Millisecond
+	res, err := RunForwarding(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStudy(t, res, o.Method)
+	cas := res.Settings.Study.Cases[0]
+	for _, mode := range []string{FwdKernel, FwdTC, FwdXDP} {
+		s := res.Lookup(seriesID(GroupForwarding, cas, mode, "", MetricRouterPPS))
+		if s == nil {
+			t.Errorf("%s: not measured (unavailable: %+v)", mode, res.Unavailable)
+			continue
+		}
+		for _, v := range s.Values {
+			if !(v > 0) {
+				t.Errorf("%s: a window forwarded nothing: %v", mode, s.Values)
+			}
+		}
+		if p := res.Lookup(seriesID(GroupForwarding, cas, mode, "", MetricPingRTT)); p == nil || p.Summary.N != o.Method.Reps {
+			t.Errorf("%s: ping got no reply in some window: %+v", mode, p)
+		}
+	}
+	if res.Lookup(seriesID(GroupForwarding, cas, FwdFlowtable, "", MetricRouterPPS)) == nil && len(res.Unavailable) == 0 {
+		t.Error("flowtable neither measured nor reported unavailable")
+	}
+	noNewNamespaces(t, "rttfwd", nsBefore)
+}
+
+func TestMonitorStudyFast(t *testing.T) {
+	testutil.RequireRoot(t)
+	nsBefore := namespaces("rttmon")
+	capBefore, _ := filepath.Glob(filepath.Join(os.TempDir(), "rttscope-bench-capture-*"))
+	bin, cleanup, err := testutil.Build("github.com/rttscope/rttscope/cmd/rttscope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	o := DefaultMonitorOptions()
+	o.Method, o.Flows, o.Modes, o.MonitorBinary = fastMethod(), nil, []string{ModeAggregated}, bin
+	// The warm-up rounds are checked by the other studies; here every
+	// window starts a monitor (seconds each on a busy machine).
+	o.Method.Warmup, o.Method.WarmupRounds = 300*time.Millisecond, 0
+	o.Externals = []External{{Name: "lines", Cmd: "while :; do echo {iface}; sleep 0.01; done"}, {Name: "broken", Cmd: "echo no such monitor >&2; exit 7"}}
+	o.ExternalStart = 100 * time.Millisecond
+	res, err := RunMonitor(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStudy(t, res, o.Method)
+	cas := res.Settings.Study.Cases[0]
+	get := func(cfg, metric string) *Series { return res.Lookup(seriesID(GroupMonitor, cas, cfg, "", metric)) }
+	if s := get("rttscope-aggregated", MetricBPFNsPerPkt); s == nil || !(s.Summary.Min > 0) {
+		t.Errorf("rttscope's programs were not found on the interface: %+v", s)
+	}
+	if len(res.Unavailable) != 1 || res.Unavailable[0].Config != "broken" || !strings.Contains(res.Unavailable[0].Reason, "no such monitor") {
+		t.Errorf("an external that fails at start must be an unavailable row with its stderr: %+v", res.Unavailable)
+	}
+	if s := get("lines", MetricSamplesPerS); s == nil || !(s.Summary.Min > 0) {
+		t.Errorf("the external command's output was not counted: %+v", s)
+	}
+	if s := get(ToolTcpdump, MetricOutputBPS); s == nil || !(s.Summary.Min > 0) {
+		t.Errorf("tcpdump's capture did not grow: %+v", s)
+	}
+	for _, run := range res.Runs {
+		var w MonitorWindow
+		if run.Config == ProgNone || json.Unmarshal(run.Raw, &w) != nil {
+			continue
+		}
+		if !strings.HasPrefix(w.Stopped, "exited after SIG") || strings.Contains(w.Stopped, "left") {
+			t.Errorf("%s round %d: stopped %q", run.Config, run.Round, w.Stopped)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(os.TempDir(), "rttscope-bench-capture-*")); len(m) > len(capBefore) {
+		t.Errorf("capture directories left behind: %v (before: %v)", m, capBefore)
+	}
+	noNewNamespaces(t, "rttmon", nsBefore)
+}
