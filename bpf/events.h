@@ -29,6 +29,14 @@ enum flow_event_reason {
 	EVENT_REASON_FLOW_TIMEOUT = 6,
 };
 
+/* Who caused a flow event, relative to the event's flow: its source, its
+ * destination, or the expiry of idle state. */
+enum flow_event_source {
+	EVENT_SOURCE_DEST = 0,
+	EVENT_SOURCE_SRC = 1,
+	EVENT_SOURCE_GC = 2,
+};
+
 /* All times are ns: CLOCK_MONOTONIC when live, capture time (Unix ns) in
  * replay mode; user space converts. */
 struct rtt_event {
@@ -50,10 +58,12 @@ struct flow_event {
 	__u32 event_type;
 	__u32 ifindex;
 	__u64 timestamp;
-	struct network_tuple flow; /* direction of the opening packet */
+	/* ePPing's naming: the direction whose state changed, named as its
+	 * RTT samples are, from the side that answers it */
+	struct network_tuple flow;
 	__u8 flow_event_type;
 	__u8 reason;
-	__u8 triggered_by_src;
+	__u8 source; /* enum flow_event_source */
 	__u8 reserved;
 };
 
@@ -65,6 +75,7 @@ _Static_assert(sizeof(struct flow_event) == 64, "flow_event layout");
 BTF_EXPORT(enum event_type, event_type);
 BTF_EXPORT(enum flow_event_type, flow_event_type);
 BTF_EXPORT(enum flow_event_reason, flow_event_reason);
+BTF_EXPORT(enum flow_event_source, flow_event_source);
 BTF_EXPORT(struct rtt_event, rtt_event);
 BTF_EXPORT(struct flow_event, flow_event);
 

@@ -28,20 +28,23 @@ static __always_inline int tcp_ts_first(struct tcphdr *tcph, __u32 hdrlen,
 }
 
 /* Fills the identifiers and flow events of a TCP packet. Returns -1 when the
- * packet has nothing to offer (no timestamp option, malformed header). */
+ * packet is not tracked: no timestamp option, a malformed header, or a SYN
+ * without --include-syn. As in ePPing, untracked packets are invisible to
+ * the flow state: they open, close and count nothing. */
 static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 						void *l4, struct packet_info *p)
 {
 	struct tcphdr *tcph = l4;
 	struct tcp_ts_opt ts;
 	__u32 hdrlen, off;
-	bool has_payload;
 	int ret;
 
 	if ((void *)(tcph + 1) > pctx->data_end)
 		return -1;
 	hdrlen = tcph->doff * 4;
-	if (hdrlen < sizeof(*tcph))
+	if (hdrlen < sizeof(*tcph) || p->l3_len < p->l4_offset + hdrlen)
+		return -1;
+	if (tcph->syn && !cfg_include_syn)
 		return -1;
 
 	p->pid.flow.saddr.port = tcph->source;
@@ -58,6 +61,9 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 		p->event_reason =
 			tcph->ack ? EVENT_REASON_SYN_ACK : EVENT_REASON_SYN;
 	}
+	/* A flow first seen after its handshake may have sent this TSval
+	 * already: its reply would give an inflated sample. */
+	p->wait_first_edge = !tcph->syn;
 
 	ret = tcp_ts_first(tcph, hdrlen, pctx->data_end, &ts);
 	if (ret < 0) {
@@ -68,16 +74,14 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 			ret = tcp_ts_skb(pctx->ctx, off, &ts);
 	}
 	if (ret < 0)
-		return 0; /* still counts for flow state, no identifiers */
+		return -1;
 
-	/* A pure ACK elicits no reply of its own: timestamping it would give
-	 * samples inflated by the peer's next send. */
-	has_payload = p->l3_len > p->l4_offset + hdrlen;
+	/* Packets without payload (pure ACKs, bare FINs) elicit no reply of
+	 * their own: timestamping them would give samples inflated by the
+	 * peer's next send. */
+	p->payload = p->l3_len - p->l4_offset - hdrlen;
 	p->pid.identifier = ts.tsval;
-	p->pid_valid =
-		has_payload || tcph->fin || (tcph->syn && cfg_include_syn);
-	if (tcph->syn && !cfg_include_syn)
-		p->pid_valid = false;
+	p->pid_valid = p->payload > 0 || tcph->syn;
 
 	/* TSecr is only meaningful with the ACK flag. */
 	p->reply_id = ts.tsecr;

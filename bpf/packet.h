@@ -21,11 +21,15 @@ struct packet_info {
 	__u64 time;
 	__u32 l3_len; /* IP header + payload, the byte counters' unit */
 	__u32 l4_offset; /* bytes from the IP header to the L4 header */
+	__u32 payload; /* bytes after the transport header: the flow counters' unit */
 	__u32 ifindex;
 	bool is_egress;
 	bool l3_valid; /* addresses, l3_len, ip_tos and proto are set */
 	bool pid_valid; /* pid.identifier should be timestamped */
 	bool reply_valid; /* reply_id answers an earlier identifier */
+	/* The identifier may already have been sent before the flow was seen
+	 * (TCP picked up mid-stream): timestamp only after it changes. */
+	bool wait_first_edge;
 	__u8 event_type; /* enum flow_event_type caused by this packet */
 	__u8 event_reason; /* enum flow_event_reason */
 	__u8 ip_tos;

@@ -105,9 +105,12 @@ static __always_inline bool is_local_direction(void *ctx, struct packet_info *p,
 	return snd->local_dst == LOCAL_DST_YES;
 }
 
+/* Reports a change of a direction's state, named as ePPing names it (see
+ * struct flow_event). */
 static __always_inline void send_flow_event(struct packet_info *p,
-					    struct flow_state *fs, __u32 side,
-					    __u8 type, __u8 reason)
+					    const struct network_tuple *flow,
+					    __u64 time, __u8 type, __u8 reason,
+					    __u8 source)
 {
 	struct flow_event *e;
 
@@ -120,24 +123,19 @@ static __always_inline void send_flow_event(struct packet_info *p,
 	}
 	e->event_type = EVENT_TYPE_FLOW;
 	e->ifindex = p->ifindex;
-	e->timestamp = packet_time(p);
-	/* Flow events always name the flow in the opener's direction. */
-	if (side == fs->opener) {
-		e->flow = p->pid.flow;
-		e->triggered_by_src = 1;
-	} else {
-		reverse_tuple(&p->pid.flow, &e->flow);
-		e->triggered_by_src = 0;
-	}
+	e->timestamp = time;
+	e->flow = *flow;
 	e->flow.reserved = 0;
 	e->flow_event_type = type;
 	e->reason = reason;
+	e->source = source;
 	e->reserved = 0;
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_FLOW_EVENTS);
 }
 
-/* orig sent the timestamped packet, rec (the reply's sender) received it. */
+/* orig sent the timestamped packet, rec (the reply's sender) received it.
+ * The packet counters are ePPing's: since orig became active. */
 static __always_inline void send_rtt_event(struct packet_info *p,
 					   struct flow_dir_state *orig,
 					   struct flow_dir_state *rec,
@@ -161,10 +159,10 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 	e->rtt = rtt;
 	e->min_rtt = orig->min_rtt;
 	e->srtt = orig->srtt;
-	e->sent_pkts = orig->sent_pkts;
-	e->sent_bytes = orig->sent_bytes;
-	e->rec_pkts = rec->sent_pkts;
-	e->rec_bytes = rec->sent_bytes;
+	e->sent_pkts = orig->sent_pkts - orig->base_sent_pkts;
+	e->sent_bytes = orig->sent_bytes - orig->base_sent_bytes;
+	e->rec_pkts = rec->sent_pkts - orig->base_rec_pkts;
+	e->rec_bytes = rec->sent_bytes - orig->base_rec_bytes;
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_RTT_EVENTS);
 }
@@ -174,11 +172,10 @@ static __always_inline void send_rtt_event(struct packet_info *p,
  * of unknown flows leave no state behind. */
 static __always_inline struct flow_state *get_flow(struct packet_info *p,
 						   struct network_tuple *key,
-						   __u32 side, bool *new_flow)
+						   __u32 side)
 {
 	struct flow_state *fs, *init;
 	__u32 zero = 0;
-	__u8 reason;
 	int ret; /* see E2BIG_ERR */
 	int i;
 
@@ -206,18 +203,48 @@ static __always_inline struct flow_state *get_flow(struct packet_info *p,
 		return fs; /* another CPU created it first */
 
 	/* Set before any other CPU can act on it: only the creator gets
-	 * here, and others only read opener for event naming. */
+	 * here, and others only read opener for summaries. */
 	fs->opener = side;
 	fs->dir[side].last_seen = p->time;
 	count(COUNTER_FLOWS_CREATED);
 	remember_flow(key);
 	summary_open(key, p->time);
-	*new_flow = true;
-	reason = p->event_type == FLOW_EVENT_OPENING ?
-			 p->event_reason :
-			 EVENT_REASON_FIRST_OBS_PCKT;
-	send_flow_event(p, fs, side, FLOW_EVENT_OPENING, reason);
 	return fs;
+}
+
+/* The sender's direction becomes active with its first packet worth
+ * timestamping (ePPing's rule): its counters start here. peer is the other
+ * half (the same one for a flow to itself). */
+static __always_inline void activate_dir(struct packet_info *p,
+					 struct flow_dir_state *d,
+					 const struct flow_dir_state *peer)
+{
+	d->conn_state = CONN_WAITOPEN;
+	d->last_timestamp = packet_time(p);
+	d->last_id = p->pid.identifier;
+	d->ts_attempted = 0;
+	d->open_reason = p->event_type == FLOW_EVENT_OPENING ?
+				 p->event_reason :
+				 EVENT_REASON_FIRST_OBS_PCKT;
+	d->base_sent_pkts = d->sent_pkts;
+	d->base_sent_bytes = d->sent_bytes;
+	d->base_rec_pkts = peer->sent_pkts;
+	d->base_rec_bytes = peer->sent_bytes;
+}
+
+/* A packet from the other side answers a waiting direction: it opens. The
+ * event carries the time of the direction's last timestamp attempt (its
+ * activation if none), as ePPing's does. An RST opens nothing. */
+static __always_inline void answer_dir(struct packet_info *p,
+				       struct flow_dir_state *orig)
+{
+	if (orig->conn_state != CONN_WAITOPEN ||
+	    p->event_reason == EVENT_REASON_RST)
+		return;
+	orig->conn_state = CONN_OPEN;
+	send_flow_event(p, &p->pid.flow, orig->last_timestamp,
+			FLOW_EVENT_OPENING, orig->open_reason,
+			EVENT_SOURCE_DEST);
 }
 
 static __always_inline bool is_rate_limited(__u64 now, struct flow_dir_state *d)
@@ -235,23 +262,35 @@ static __always_inline bool is_rate_limited(__u64 now, struct flow_dir_state *d)
 	return now - d->last_timestamp < cfg_rate_limit_ns;
 }
 
+/* Whether the packet's identifier is newer than the direction's last one.
+ * TCP timestamps only grow (RFC 7323, 5.2: serial number arithmetic): an
+ * older TSval is a reordered or retransmitted packet. */
+static __always_inline bool is_new_identifier(const struct packet_info *p,
+					      const struct flow_dir_state *d)
+{
+	__u32 diff = p->pid.identifier - d->last_id;
+
+	if (p->pid.flow.proto == IPPROTO_TCP)
+		return diff > 0 && diff < (1U << 31);
+	return diff != 0;
+}
+
 static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
-					     struct flow_dir_state *snd,
-					     bool new_flow)
+					     struct flow_dir_state *snd)
 {
 	int ret; /* see E2BIG_ERR */
 	int i;
 
-	if (!p->pid_valid)
+	if (!p->pid_valid || !dir_active(snd))
 		return;
 	/* Only the first packet carrying an identifier is timestamped: the
 	 * reply to later ones would echo the same value. */
-	if (snd->has_last_id && snd->last_id == p->pid.identifier)
+	if ((snd->ts_attempted || p->wait_first_edge) &&
+	    !is_new_identifier(p, snd))
 		return;
 	snd->last_id = p->pid.identifier;
-	snd->has_last_id = 1;
 
-	if (!new_flow && is_rate_limited(packet_time(p), snd))
+	if (snd->ts_attempted && is_rate_limited(packet_time(p), snd))
 		return;
 	/* After the rate limit, which turns most candidates away (either
 	 * order skips the same packets). */
@@ -260,7 +299,8 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 		return;
 	/* Counts as an attempt even when the map is full, so heavy flows do
 	 * not crowd sparse ones out of freed slots. */
-	snd->last_timestamp = p->time;
+	snd->ts_attempted = 1;
+	snd->last_timestamp = packet_time(p);
 
 	ret = bpf_map_update_elem(&ts_map, &p->pid, &p->time, BPF_NOEXIST);
 	for (i = 0; i < 2 && ret == -E2BIG_ERR && evict_ts(p->time); i++)
@@ -284,7 +324,7 @@ static __always_inline void match_packet(struct packet_info *p,
 	struct packet_id rid = {};
 	__u64 *ts, sent, rtt;
 
-	if (!p->reply_valid || !orig->outstanding)
+	if (!p->reply_valid || !orig->outstanding || !dir_active(orig))
 		return;
 
 	reverse_tuple(&p->pid.flow, &rid.flow);
@@ -316,28 +356,36 @@ static __always_inline void match_packet(struct packet_info *p,
 		send_rtt_event(p, orig, snd, rtt);
 }
 
+/* A FIN closes the sender's direction, an RST both; each direction that
+ * had opened reports its closing, named as its samples are. The flow goes
+ * once neither direction is active. */
 static __always_inline void close_flow(struct packet_info *p,
 				       struct network_tuple *key,
-				       struct flow_state *fs, __u32 side)
+				       struct flow_state *fs,
+				       struct flow_dir_state *snd,
+				       struct flow_dir_state *orig)
 {
-	bool remove;
+	struct network_tuple rev;
 
 	if (p->event_type != FLOW_EVENT_CLOSING)
 		return;
-	if (p->event_reason == EVENT_REASON_FIN) {
-		fs->dir[side & 1].fin_seen = 1;
-		remove = fs->dir[0].fin_seen && fs->dir[1].fin_seen;
-	} else {
-		remove = true; /* RST */
+	if (snd->conn_state == CONN_OPEN) {
+		reverse_tuple(&p->pid.flow, &rev);
+		send_flow_event(p, &rev, packet_time(p), FLOW_EVENT_CLOSING,
+				p->event_reason, EVENT_SOURCE_DEST);
 	}
-	if (!fs->closing_sent) {
-		fs->closing_sent = 1;
-		send_flow_event(p, fs, side, FLOW_EVENT_CLOSING,
-				p->event_reason);
+	snd->conn_state = CONN_CLOSED;
+	if (p->event_reason == EVENT_REASON_RST) {
+		if (orig->conn_state == CONN_OPEN)
+			send_flow_event(p, &p->pid.flow, packet_time(p),
+					FLOW_EVENT_CLOSING, p->event_reason,
+					EVENT_SOURCE_SRC);
+		orig->conn_state = CONN_CLOSED;
 	}
-	if (remove)
-		summary_emit(key, fs, packet_time(p), p->event_reason);
-	if (remove && bpf_map_delete_elem(&flow_map, key) == 0)
+	if (dir_active(snd) || dir_active(orig))
+		return;
+	summary_emit(key, fs, packet_time(p), p->event_reason);
+	if (bpf_map_delete_elem(&flow_map, key) == 0)
 		count(COUNTER_FLOWS_DELETED);
 }
 
@@ -349,7 +397,6 @@ static __always_inline void handle_packet(void *ctx,
 	struct network_tuple key;
 	struct flow_dir_state *snd, *orig;
 	struct flow_state *fs;
-	bool new_flow = false;
 	__u32 side, self;
 	int ret;
 
@@ -367,7 +414,7 @@ static __always_inline void handle_packet(void *ctx,
 	side = canonical_tuple(&p.pid.flow, &key);
 	self = side & SIDE_SELF;
 	side &= SIDE_MASK;
-	fs = get_flow(&p, &key, side, &new_flow);
+	fs = get_flow(&p, &key, side);
 	if (!fs)
 		return;
 
@@ -375,10 +422,13 @@ static __always_inline void handle_packet(void *ctx,
 	 * an srtt step; the timestamp map itself stays exact. */
 	snd = &fs->dir[side];
 	orig = self ? snd : &fs->dir[side ^ 1];
+	if (snd->conn_state == CONN_EMPTY && p.pid_valid)
+		activate_dir(&p, snd, orig);
 	snd->sent_pkts++;
-	snd->sent_bytes += p.l3_len;
+	snd->sent_bytes += p.payload;
 	if (cfg_steps >= STEP_TIMESTAMP) {
-		timestamp_packet(ctx, &p, snd, new_flow);
+		timestamp_packet(ctx, &p, snd);
+		answer_dir(&p, orig);
 		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
 	}
 	/* Live, only packets that needed the clock refresh it: each new
@@ -387,7 +437,7 @@ static __always_inline void handle_packet(void *ctx,
 	if (p.time)
 		snd->last_seen = p.time;
 	if (cfg_steps >= STEP_TIMESTAMP)
-		close_flow(&p, &key, fs, side);
+		close_flow(&p, &key, fs, snd, orig);
 }
 
 static __always_inline bool is_l3_iface(__u32 ifindex)

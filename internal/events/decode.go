@@ -46,7 +46,7 @@ const (
 	flowRecordSize        = 64
 	flowOffType           = 60
 	flowOffReason         = 61
-	flowOffTriggeredBySrc = 62
+	flowOffSource         = 62
 
 	// struct network_tuple: two struct flow_address (16-byte address,
 	// be16 port, u16 pad), u16 protocol, u8 family, u8 pad.
@@ -106,7 +106,7 @@ func (d *Decoder) Decode(raw []byte, rtt *RTT, flow *FlowEvent) (Kind, error) {
 		decodeTuple(raw[tupleOffset:], &flow.Flow)
 		flow.Type = FlowEventType(raw[flowOffType])
 		flow.Reason = FlowReason(raw[flowOffReason])
-		flow.TriggeredBySrc = raw[flowOffTriggeredBySrc] != 0
+		flow.Source = FlowSource(raw[flowOffSource])
 	default:
 		return kind, ErrUnknownKind
 	}

@@ -36,7 +36,7 @@ func fixture() []any {
 	icmp4 := events.Flow{Src: ep("192.0.2.1", 7), Dst: ep("192.168.1.10", 7), Proto: events.ProtoICMP}
 	return []any{
 		// Flow opening on the SYN from the client.
-		&events.FlowEvent{Time: t0, Flow: tcp4, Type: events.FlowOpening, Reason: events.ReasonSYN, TriggeredBySrc: true},
+		&events.FlowEvent{Time: t0, Flow: tcp4, Type: events.FlowOpening, Reason: events.ReasonSYN, Source: events.SourceSrc},
 		// IPv4 TCP RTT, matched on ingress: 40 ms prints as "40".
 		&events.RTT{Time: t0 + 40_000_000, Flow: tcp4.Reverse(), RTT: 40 * time.Millisecond, MinRTT: 40 * time.Millisecond,
 			SmoothedRTT: 40 * time.Millisecond, SentPackets: 1, SentBytes: 74, RecPackets: 1, RecBytes: 74},
@@ -64,9 +64,9 @@ func fixture() []any {
 		&events.FlowEvent{Time: t0 + 4_000_000_000, Flow: tcp4, Type: events.FlowClosing, Reason: events.ReasonFIN},
 		// ICMPv6 flow: first observed packet, then timeout.
 		&events.FlowEvent{Time: t0 + 5_000_000_000, Flow: icmp6.Reverse(), Type: events.FlowOpening,
-			Reason: events.ReasonFirstObserved, TriggeredBySrc: true},
+			Reason: events.ReasonFirstObserved, Source: events.SourceSrc},
 		&events.FlowEvent{Time: t0 + 65_000_000_000, Flow: icmp6.Reverse(), Type: events.FlowClosing,
-			Reason: events.ReasonTimeout, TriggeredBySrc: true},
+			Reason: events.ReasonTimeout, Source: events.SourceSrc},
 		// Aggregated mode: a prefix with samples (one in the overflow
 		// bin) and one with traffic only.
 		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,

@@ -83,15 +83,15 @@ const (
 )
 
 type RttscopeFlowEvent struct {
-	_              structs.HostLayout
-	EventType      uint32
-	Ifindex        uint32
-	Timestamp      uint64
-	Flow           RttscopeNetworkTuple
-	FlowEventType  uint8
-	Reason         uint8
-	TriggeredBySrc uint8
-	Reserved       uint8
+	_             structs.HostLayout
+	EventType     uint32
+	Ifindex       uint32
+	Timestamp     uint64
+	Flow          RttscopeNetworkTuple
+	FlowEventType uint8
+	Reason        uint8
+	Source        uint8
+	Reserved      uint8
 }
 
 type RttscopeFlowEventReason uint32
@@ -104,6 +104,14 @@ const (
 	RttscopeFlowEventReasonEVENT_REASON_FIN            RttscopeFlowEventReason = 4
 	RttscopeFlowEventReasonEVENT_REASON_RST            RttscopeFlowEventReason = 5
 	RttscopeFlowEventReasonEVENT_REASON_FLOW_TIMEOUT   RttscopeFlowEventReason = 6
+)
+
+type RttscopeFlowEventSource uint32
+
+const (
+	RttscopeFlowEventSourceEVENT_SOURCE_DEST RttscopeFlowEventSource = 0
+	RttscopeFlowEventSourceEVENT_SOURCE_SRC  RttscopeFlowEventSource = 1
+	RttscopeFlowEventSourceEVENT_SOURCE_GC   RttscopeFlowEventSource = 2
 )
 
 type RttscopeFlowEventType uint32
@@ -123,18 +131,21 @@ type RttscopeFlowState struct {
 		LastSeen      uint64
 		LastTimestamp uint64
 		LastId        uint32
-		HasLastId     uint8
-		FinSeen       uint8
+		TsAttempted   uint8
+		ConnState     uint8
 		LocalDst      uint8
-		Reserved      uint8
+		OpenReason    uint8
 		MinRtt        uint64
 		Srtt          uint64
 		Outstanding   uint32
-		Reserved2     uint32
+		Reserved      uint32
+		BaseSentPkts  uint64
+		BaseSentBytes uint64
+		BaseRecPkts   uint64
+		BaseRecBytes  uint64
 	}
-	Opener      uint8
-	ClosingSent uint8
-	Reserved    [6]uint8
+	Opener   uint8
+	Reserved [7]uint8
 }
 
 type RttscopeFlowSummary struct {

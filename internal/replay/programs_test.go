@@ -290,11 +290,11 @@ func payload(n int) []byte {
 }
 
 func opening(t int64, f events.Flow, r events.FlowReason, bySrc bool) events.FlowEvent {
-	return events.FlowEvent{Time: t, Flow: f, Type: events.FlowOpening, Reason: r, TriggeredBySrc: bySrc}
+	return events.FlowEvent{Time: t, Flow: f, Type: events.FlowOpening, Reason: r, Source: source(bySrc)}
 }
 
 func closing(t int64, f events.Flow, r events.FlowReason, bySrc bool) events.FlowEvent {
-	return events.FlowEvent{Time: t, Flow: f, Type: events.FlowClosing, Reason: r, TriggeredBySrc: bySrc}
+	return events.FlowEvent{Time: t, Flow: f, Type: events.FlowClosing, Reason: r, Source: source(bySrc)}
 }
 
 // Test paths. In "a after b" paths a's address (or port) sorts after b's, so
@@ -579,4 +579,11 @@ func TestReplayIgnoresLocalFilter(t *testing.T) {
 			}
 		})
 	}
+}
+
+func source(bySrc bool) events.FlowSource {
+	if bySrc {
+		return events.SourceSrc
+	}
+	return events.SourceDest
 }
