@@ -32,6 +32,7 @@ static __always_inline void send_timeout_event(const struct network_tuple *flow,
 	e->event_type = EVENT_TYPE_FLOW;
 	e->ifindex = 0;
 	e->timestamp = now;
+	e->seen = now;
 	e->flow = *flow;
 	e->flow_event_type = FLOW_EVENT_CLOSING;
 	e->reason = EVENT_REASON_FLOW_TIMEOUT;

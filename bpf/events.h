@@ -65,11 +65,15 @@ struct flow_event {
 	__u8 reason;
 	__u8 source; /* enum flow_event_source */
 	__u8 reserved;
+	/* when the event happened: the packet (or cleanup) that caused it.
+	 * timestamp is earlier for openings, which carry ePPing's time (the
+	 * direction's last timestamp attempt); replay orders by this one. */
+	__u64 seen;
 };
 
 _Static_assert(sizeof(struct network_tuple) == 44, "network_tuple layout");
 _Static_assert(sizeof(struct rtt_event) == 120, "rtt_event layout");
-_Static_assert(sizeof(struct flow_event) == 64, "flow_event layout");
+_Static_assert(sizeof(struct flow_event) == 72, "flow_event layout");
 
 /* No map or global function names these types: exported for bpf2go. */
 BTF_EXPORT(enum event_type, event_type);

@@ -63,7 +63,7 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 	}
 	/* A flow first seen after its handshake may have sent this TSval
 	 * already: its reply would give an inflated sample. */
-	p->wait_first_edge = !tcph->syn;
+	p->wait_first_edge = !tcph->syn && !cfg_sample_first_tsval;
 
 	ret = tcp_ts_first(tcph, hdrlen, pctx->data_end, &ts);
 	if (ret < 0) {

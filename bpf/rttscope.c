@@ -124,6 +124,7 @@ static __always_inline void send_flow_event(struct packet_info *p,
 	e->event_type = EVENT_TYPE_FLOW;
 	e->ifindex = p->ifindex;
 	e->timestamp = time;
+	e->seen = packet_time(p);
 	e->flow = *flow;
 	e->flow.reserved = 0;
 	e->flow_event_type = type;

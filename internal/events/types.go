@@ -145,6 +145,11 @@ type FlowEvent struct {
 	// Source says which end of Flow caused the event, or the expiry of
 	// idle state.
 	Source FlowSource
+	// Seen is when the event happened (Unix ns): the time of the packet or
+	// cleanup that caused it. It equals Time except for openings, whose
+	// Time is ePPing's (the direction's last timestamp before its first
+	// answer). Not written by any format; replay orders events by it.
+	Seen int64
 }
 
 // FlowSource says what caused a flow event, relative to its flow.

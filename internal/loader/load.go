@@ -210,6 +210,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		{v.CfgTrackTcp, cfg.TrackTCP},
 		{v.CfgTrackIcmp, cfg.TrackICMP},
 		{v.CfgIncludeSyn, cfg.IncludeSYN},
+		{v.CfgSampleFirstTsval, cfg.SampleFirstTSval},
 		{v.CfgLocalFilter, !cfg.IncludeLocal && !cfg.Replay},
 		{v.CfgReplay, cfg.Replay},
 		{v.CfgHaveL3Ifaces, cfg.HaveL3Ifaces},

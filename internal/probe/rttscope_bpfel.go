@@ -92,6 +92,7 @@ type RttscopeFlowEvent struct {
 	Reason        uint8
 	Source        uint8
 	Reserved      uint8
+	Seen          uint64
 }
 
 type RttscopeFlowEventReason uint32
@@ -277,6 +278,7 @@ const (
 	RttscopeVarCfgReplay                  = "cfg_replay"
 	RttscopeVarCfgRttRateMilli            = "cfg_rtt_rate_milli"
 	RttscopeVarCfgRttRateUseSrtt          = "cfg_rtt_rate_use_srtt"
+	RttscopeVarCfgSampleFirstTsval        = "cfg_sample_first_tsval"
 	RttscopeVarCfgSteps                   = "cfg_steps"
 	RttscopeVarCfgTcpFlowTimeoutNs        = "cfg_tcp_flow_timeout_ns"
 	RttscopeVarCfgTrackIcmp               = "cfg_track_icmp"
@@ -377,6 +379,7 @@ type RttscopeVariableSpecs struct {
 	CfgReplay             *ebpf.VariableSpec `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_milli"`
 	CfgRttRateUseSrtt     *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_use_srtt"`
+	CfgSampleFirstTsval   *ebpf.VariableSpec `ebpf:"cfg_sample_first_tsval"`
 	CfgSteps              *ebpf.VariableSpec `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.VariableSpec `ebpf:"cfg_tcp_flow_timeout_ns"`
 	CfgTrackIcmp          *ebpf.VariableSpec `ebpf:"cfg_track_icmp"`
@@ -460,6 +463,7 @@ type RttscopeVariables struct {
 	CfgReplay             *ebpf.Variable `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.Variable `ebpf:"cfg_rtt_rate_milli"`
 	CfgRttRateUseSrtt     *ebpf.Variable `ebpf:"cfg_rtt_rate_use_srtt"`
+	CfgSampleFirstTsval   *ebpf.Variable `ebpf:"cfg_sample_first_tsval"`
 	CfgSteps              *ebpf.Variable `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.Variable `ebpf:"cfg_tcp_flow_timeout_ns"`
 	CfgTrackIcmp          *ebpf.Variable `ebpf:"cfg_track_icmp"`

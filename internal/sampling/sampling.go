@@ -94,6 +94,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, keep func(name string) bool) {
 		"rtt-type", "t", "RTT the --rtt-rate applies to: min or smoothed")
 	o.addSourceFlags(all)
 	all.BoolVarP(&c.IncludeSYN, "include-syn", "s", c.IncludeSYN, "also timestamp SYNs, so handshakes open flows and give samples (can fill state under SYN floods)")
+	all.BoolVar(&c.SampleFirstTSval, "sample-first-tsval", c.SampleFirstTSval, "also timestamp the TSval a TCP flow is first seen with (ePPing waits for the next one, since an unseen earlier packet may have carried it; short flows then give no sample for their first exchange)")
 	all.BoolVarP(&c.IncludeLocal, "include-local", "l", c.IncludeLocal, "also timestamp packets addressed to this host, giving samples of its own response time (matched on egress)")
 	all.DurationVar(&c.TCPFlowTimeout, "tcp-flow-timeout", c.TCPFlowTimeout, "forget TCP flows idle this long (reported as closing due to flow timeout)")
 	all.DurationVar(&c.OtherFlowTimeout, "icmp-flow-timeout", c.OtherFlowTimeout, "forget ICMP flows idle this long")
