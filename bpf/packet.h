@@ -15,6 +15,7 @@ struct parsing_context {
 	__u16 l3_proto; /* EtherType when the frame has no L2 header */
 	bool l3_only;
 	bool is_xdp; /* constant per program: picks the walkers */
+	__u32 pkt_len; /* the whole frame (skb->len: may exceed data_end) */
 };
 
 struct packet_info {
@@ -22,6 +23,7 @@ struct packet_info {
 	__u32 l3_len; /* IP header + payload, the byte counters' unit */
 	__u32 l4_offset; /* bytes from the IP header to the L4 header */
 	__u32 payload; /* bytes after the transport header: the flow counters' unit */
+	__u32 l2_len; /* link-layer header bytes (Ethernet, VLAN tags) */
 	__u32 ifindex;
 	bool is_egress;
 	bool l3_valid; /* addresses, l3_len, ip_tos and proto are set */

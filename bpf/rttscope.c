@@ -40,6 +40,7 @@ static __always_inline int parse_packet(struct parsing_context *pctx,
 		return -1;
 
 	p->l4_offset = pos - l3;
+	p->l2_len = l3 - pctx->data;
 	p->pid.flow.proto = l4proto;
 	p->l3_valid = true;
 
@@ -407,8 +408,11 @@ static __always_inline void handle_packet(void *ctx,
 	p.is_egress = is_egress;
 	p.ifindex = pctx->ifindex;
 	ret = parse_packet(pctx, &p);
-	if (cfg_aggregate && cfg_steps >= STEP_EVENTS && p.l3_valid)
-		agg_count_packet(&p);
+	if (cfg_aggregate && cfg_steps >= STEP_EVENTS) {
+		agg_count_global(&p, pctx->pkt_len);
+		if (p.l3_valid)
+			agg_count_packet(&p, ret == 0);
+	}
 	if (ret < 0 || cfg_steps < STEP_FLOW)
 		return;
 
@@ -454,6 +458,7 @@ static __always_inline void handle_tc(struct __sk_buff *skb, bool is_egress)
 		.data_end = (void *)(long)skb->data_end,
 		.ifindex = skb->ifindex,
 		.l3_proto = bpf_ntohs(skb->protocol),
+		.pkt_len = skb->len,
 	};
 	__u64 now = 0; /* live: read when needed (packet_time) */
 
@@ -492,6 +497,8 @@ int rttscope_xdp_ingress(struct xdp_md *ctx)
 		.ifindex = ctx->ingress_ifindex,
 	};
 	__u8 *first = pctx.data;
+
+	pctx.pkt_len = pctx.data_end - pctx.data;
 	__u8 version;
 
 	if (cfg_have_l3_ifaces && is_l3_iface(ctx->ingress_ifindex)) {
@@ -535,6 +542,7 @@ int rttscope_xdp_replay(struct xdp_md *ctx)
 
 	if (!cfg_replay || (void *)(m + 1) > pctx.data)
 		return XDP_PASS;
+	pctx.pkt_len = pctx.data_end - pctx.data;
 	replay_now = m->tstamp;
 	handle_packet(ctx, &pctx, m->egress != 0, m->tstamp);
 	return XDP_PASS;
@@ -588,6 +596,7 @@ __noinline int replay_last(struct xdp_md *ctx)
 
 	pctx.data = (void *)(long)ctx->data;
 	pctx.data_end = (void *)(long)ctx->data_end;
+	pctx.pkt_len = t.len;
 	replay_now = t.tstamp;
 	handle_packet(ctx, &pctx, t.egress != 0, t.tstamp);
 

@@ -153,6 +153,7 @@ func (s *session) openReaders() error {
 	s.undo = append(s.undo, s.cleaner.Close)
 	if s.opts.BPF.Aggregate {
 		s.agg, s.aggStart = s.objs.NewAggregator(true), time.Now().UnixNano()
+		s.agg.Timeout = s.opts.Report.AggregateTimeout
 	}
 	if s.opts.BPF.FlowSummary {
 		if s.sums, err = s.objs.NewSummaries(clockOffset()); err != nil {

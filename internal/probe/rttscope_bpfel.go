@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type RttscopeAggGlobal struct {
+	_          structs.HostLayout
+	ProtoPkts  [256]uint64
+	ProtoBytes [256]uint64
+	NonipPkts  uint64
+	NonipBytes uint64
+	Ecn        [4]uint64
+}
+
 type RttscopeAggKey struct {
 	_      structs.HostLayout
 	Prefix struct {
@@ -28,24 +37,15 @@ type RttscopeAggKey struct {
 }
 
 type RttscopeAggStats struct {
-	_  structs.HostLayout
-	Rx struct {
-		_     structs.HostLayout
-		Pkts  [4]uint64
-		Bytes [4]uint64
-		Ecn   [4]uint64
-	}
-	Tx struct {
-		_     structs.HostLayout
-		Pkts  [4]uint64
-		Bytes [4]uint64
-		Ecn   [4]uint64
-	}
+	_        structs.HostLayout
+	Rx       RttscopeTrafficCounters
+	Tx       RttscopeTrafficCounters
 	RttCount uint64
 	RttSum   uint64
 	RttMin   uint64
 	RttMax   uint64
 	Hist     [865]uint32
+	LinHist  [250]uint32
 	Reserved uint32
 }
 
@@ -236,10 +236,20 @@ type RttscopeRttEvent struct {
 	RecBytes      uint64
 }
 
+type RttscopeTrafficCounters struct {
+	_        structs.HostLayout
+	Pkts     [4]uint64
+	Bytes    [4]uint64
+	Ecn      [4]uint64
+	EppPkts  [3]uint64
+	EppBytes [3]uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	RttscopeMapAggGlobalMap               = "agg_global_map"
 	RttscopeMapAggMap0                    = "agg_map0"
 	RttscopeMapAggMap1                    = "agg_map1"
 	RttscopeMapAggZero                    = "agg_zero"
@@ -344,6 +354,7 @@ type RttscopeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RttscopeMapSpecs struct {
+	AggGlobalMap   *ebpf.MapSpec `ebpf:"agg_global_map"`
 	AggMap0        *ebpf.MapSpec `ebpf:"agg_map0"`
 	AggMap1        *ebpf.MapSpec `ebpf:"agg_map1"`
 	AggZero        *ebpf.MapSpec `ebpf:"agg_zero"`
@@ -408,6 +419,7 @@ func (o *RttscopeObjects) Close() error {
 //
 // It can be passed to LoadRttscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RttscopeMaps struct {
+	AggGlobalMap   *ebpf.Map `ebpf:"agg_global_map"`
 	AggMap0        *ebpf.Map `ebpf:"agg_map0"`
 	AggMap1        *ebpf.Map `ebpf:"agg_map1"`
 	AggZero        *ebpf.Map `ebpf:"agg_zero"`
@@ -427,6 +439,7 @@ type RttscopeMaps struct {
 
 func (m *RttscopeMaps) Close() error {
 	return _RttscopeClose(
+		m.AggGlobalMap,
 		m.AggMap0,
 		m.AggMap1,
 		m.AggZero,
