@@ -16,8 +16,12 @@ import (
 // with names of their own.
 
 // WriteAggregate writes one prefix's summary of one interval, or the
-// interval's global record. ppviz has no such record and skips it.
+// interval's global record (left out by --minimal: it has nothing but
+// counters). ppviz has no such records and skips them.
 func (w *writer) WriteAggregate(a *events.Aggregate) error {
+	if a.Global != nil && w.style.minimal {
+		return nil // nothing but counters
+	}
 	if a.Global != nil {
 		return record(w, a, appendGlobalStandard, nil, appendGlobalJSON)
 	}

@@ -71,8 +71,11 @@ func fixture() []any {
 		// bin) and one with traffic only.
 		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,
 			Prefix: netip.MustParsePrefix("10.0.0.0/24"),
-			RX:     events.Traffic{Packets: [4]uint64{10, 1, 2, 0}, Bytes: [4]uint64{15000, 80, 168, 0}, ECN: [4]uint64{11, 0, 1, 1}},
-			TX:     events.Traffic{Packets: [4]uint64{9, 0, 0, 1}, Bytes: [4]uint64{600, 0, 0, 40}, ECN: [4]uint64{10, 0, 0, 0}},
+			RX: events.Traffic{Packets: [4]uint64{10, 1, 2, 0}, Bytes: [4]uint64{15000, 80, 168, 0}, ECN: [4]uint64{11, 0, 1, 1},
+				EPPPackets: [3]uint64{8, 2, 3}, EPPBytes: [3]uint64{14832, 308, 290}},
+			TX: events.Traffic{Packets: [4]uint64{9, 0, 0, 1}, Bytes: [4]uint64{600, 0, 0, 40}, ECN: [4]uint64{10, 0, 0, 0},
+				EPPPackets: [3]uint64{9, 0, 1}, EPPBytes: [3]uint64{726, 0, 54}},
+			LinHist: append([]uint32{3}, append(make([]uint32, 248), 1)...),
 			Count:  4, Min: 1_000_000, Mean: 17_250_500_000, P50: 1_015_808, P90: 69_000_000_000, P95: 69_000_000_000,
 			P99: 69_000_000_000, Max: 69_000_000_000,
 			Histogram: []events.HistBin{{Lower: 983_040, Upper: 1_015_808, Count: 1}, {Lower: 1_015_808, Upper: 1_048_576, Count: 2},
@@ -85,7 +88,13 @@ func fixture() []any {
 		&events.FlowSummary{Time: t0 + 2_000_000_000, Start: t0 + 1_000_000_000, Flow: icmp6, Src: events.FlowDirSummary{Packets: 1, Bytes: 104}},
 		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,
 			Prefix: netip.MustParsePrefix("2001:db8::/48"),
-			RX:     events.Traffic{Packets: [4]uint64{0, 0, 3, 0}, Bytes: [4]uint64{0, 0, 312, 0}, ECN: [4]uint64{3, 0, 0, 0}}},
+			RX: events.Traffic{Packets: [4]uint64{0, 0, 3, 0}, Bytes: [4]uint64{0, 0, 312, 0}, ECN: [4]uint64{3, 0, 0, 0},
+				EPPPackets: [3]uint64{0, 0, 3}, EPPBytes: [3]uint64{0, 0, 354}}},
+		// ePPing's global record of the interval.
+		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000, Global: &events.GlobalCounters{
+			ProtoPackets: func() (p [256]uint64) { p[6], p[17], p[1], p[58], p[47] = 19, 1, 2, 3, 1; return }(),
+			ProtoBytes:   func() (p [256]uint64) { p[6], p[17], p[1], p[58], p[47] = 15866, 94, 196, 354, 54; return }(),
+			NonIPPackets: 2, NonIPBytes: 84, ECN: [4]uint64{24, 0, 1, 1}, FlowCreate: 1}},
 		// Stats at exit with BPF run time statistics off.
 		&events.Stats{Time: t0 + 75_000_000_000, Packets: 123500, RTTEvents: 4, FlowEvents: 4,
 			FlowsCreated: 2, FlowsDeleted: 2, TimestampsCreated: 4, TimestampsDeleted: 4,
@@ -460,6 +469,18 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 		if _, ok := ev.(*events.FlowSummary); ok {
 			want = `"flow_summary"`
 		}
+		if a, ok := ev.(*events.Aggregate); ok {
+			// ePPing's fields first, in ePPing's order.
+			epp := aggregateKeys
+			if a.Global != nil {
+				want, epp = `"aggregate_global"`, globalKeys
+			} else if a.Count == 0 {
+				epp = epp[:4]
+			}
+			if got := topKeys(t, obj, true); len(got) < len(epp) || fmt.Sprint(got[:len(epp)]) != fmt.Sprint(epp) {
+				t.Errorf("%s: key order\n got %v\nwant %v first", obj, got, epp)
+			}
+		}
 		if string(top["type"]) != want {
 			t.Errorf("%s: not a %s record", obj, want)
 		}
@@ -469,6 +490,12 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 		t.Errorf("%s: key order\n got %v\nwant %v", obj, got, want)
 	}
 }
+
+// ePPing's keys of its aggregated and global records, in its order.
+var (
+	aggregateKeys = []string{"timestamp", "ip_prefix", "rx_stats", "tx_stats", "count_rtt", "min_rtt", "mean_rtt", "median_rtt", "p95_rtt", "max_rtt", "histogram"}
+	globalKeys    = []string{"timestamp", "protocol_counters", "ecn_counters", "errors"}
+)
 
 func TestJSONSchemaAndOrder(t *testing.T) {
 	sch := compileSchema(t)
