@@ -172,9 +172,8 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 /* Looks up the flow of a packet, creating it when the packet may open one.
  * Only packets worth timestamping open flows, so pure ACKs and stray replies
  * of unknown flows leave no state behind. */
-static __always_inline struct flow_state *get_flow(struct packet_info *p,
-						   struct network_tuple *key,
-						   __u32 side)
+static __always_inline struct flow_state *
+get_flow(struct packet_info *p, struct network_tuple *key, __u32 side)
 {
 	struct flow_state *fs, *init;
 	__u32 zero = 0;

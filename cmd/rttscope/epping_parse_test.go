@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -85,12 +86,12 @@ func parseStandard(b []byte) ([]epEvent, error) {
 		if m := epStdRTT.FindStringSubmatch(l); m != nil {
 			t, err := parseClock(m[1])
 			if err != nil {
-				return nil, fmt.Errorf("line %d: %v", n, err)
+				return nil, fmt.Errorf("line %d: %w", n, err)
 			}
 			r, err1 := parseG(m[2], 6, 1e6)
 			mn, err2 := parseG(m[3], 6, 1e6)
 			if err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("line %d: %q: %v %v", n, l, err1, err2)
+				return nil, fmt.Errorf("line %d: %q: %w", n, l, errors.Join(err1, err2))
 			}
 			out = append(out, epEvent{line: n, rtt: true, time: t, rttNS: r, minNS: mn, proto: m[4], flow: m[5]})
 			continue
@@ -98,7 +99,7 @@ func parseStandard(b []byte) ([]epEvent, error) {
 		if m := epStdFlow.FindStringSubmatch(l); m != nil {
 			t, err := parseClock(m[1])
 			if err != nil {
-				return nil, fmt.Errorf("line %d: %v", n, err)
+				return nil, fmt.Errorf("line %d: %w", n, err)
 			}
 			out = append(out, epEvent{line: n, time: t, proto: m[2], flow: m[3], flowEvent: m[4], reason: m[5], source: m[6]})
 			continue
@@ -119,12 +120,12 @@ func parsePPViz(b []byte) ([]epEvent, error) {
 		}
 		t, err := strconv.ParseFloat(m[1], 64)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %v", n, err)
+			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		r, err1 := strconv.ParseFloat(m[2], 64)
 		mn, err2 := strconv.ParseFloat(m[3], 64)
 		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("line %d: %v %v", n, err1, err2)
+			return nil, fmt.Errorf("line %d: %w", n, errors.Join(err1, err2))
 		}
 		out = append(out, epEvent{line: n, rtt: true, time: int64(t * 1e9), timeText: m[1],
 			rttNS: int64(r*1e9 + 0.5), minNS: int64(mn*1e9 + 0.5), flow: m[4]})
@@ -166,7 +167,7 @@ func parseJSONEvents(b []byte, lines bool) ([]epEvent, int, error) {
 			raws = append(raws, json.RawMessage(l))
 		}
 	} else if err := json.Unmarshal(b, &raws); err != nil {
-		return nil, 0, fmt.Errorf("json output is not one array: %v", err)
+		return nil, 0, fmt.Errorf("json output is not one array: %w", err)
 	}
 	var out []epEvent
 	others := 0
@@ -174,7 +175,7 @@ func parseJSONEvents(b []byte, lines bool) ([]epEvent, int, error) {
 		var j epJSON
 		dec := json.NewDecoder(bytes.NewReader(r))
 		if err := dec.Decode(&j); err != nil {
-			return nil, 0, fmt.Errorf("record %d: %v", i+1, err)
+			return nil, 0, fmt.Errorf("record %d: %w", i+1, err)
 		}
 		e := epEvent{line: i + 1, time: j.Timestamp, proto: j.Protocol, hasJSON: true,
 			flow: fmt.Sprintf("%s:%d+%s:%d", j.SrcIP, j.SrcPort, j.DestIP, j.DestPort)}

@@ -43,11 +43,11 @@ const (
 	rttOffRecBytes      = 112
 
 	// struct flow_event: u8 fields.
-	flowRecordSize        = 72
-	flowOffType           = 60
-	flowOffReason         = 61
-	flowOffSource         = 62
-	flowOffSeen           = 64
+	flowRecordSize = 72
+	flowOffType    = 60
+	flowOffReason  = 61
+	flowOffSource  = 62
+	flowOffSeen    = 64
 
 	// struct network_tuple: two struct flow_address (16-byte address,
 	// be16 port, u16 pad), u16 protocol, u8 family, u8 pad.

@@ -76,7 +76,7 @@ func fixture() []any {
 			TX: events.Traffic{Packets: [4]uint64{9, 0, 0, 1}, Bytes: [4]uint64{600, 0, 0, 40}, ECN: [4]uint64{10, 0, 0, 0},
 				EPPPackets: [3]uint64{9, 0, 1}, EPPBytes: [3]uint64{726, 0, 54}},
 			LinHist: append([]uint32{3}, append(make([]uint32, 248), 1)...),
-			Count:  4, Min: 1_000_000, Mean: 17_250_500_000, P50: 1_015_808, P90: 69_000_000_000, P95: 69_000_000_000,
+			Count:   4, Min: 1_000_000, Mean: 17_250_500_000, P50: 1_015_808, P90: 69_000_000_000, P95: 69_000_000_000,
 			P99: 69_000_000_000, Max: 69_000_000_000,
 			Histogram: []events.HistBin{{Lower: 983_040, Upper: 1_015_808, Count: 1}, {Lower: 1_015_808, Upper: 1_048_576, Count: 2},
 				{Lower: 68_719_476_736, Count: 1}}},
