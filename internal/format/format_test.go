@@ -66,7 +66,7 @@ func fixture() []any {
 		&events.FlowEvent{Time: t0 + 5_000_000_000, Flow: icmp6.Reverse(), Type: events.FlowOpening,
 			Reason: events.ReasonFirstObserved, Source: events.SourceSrc},
 		&events.FlowEvent{Time: t0 + 65_000_000_000, Flow: icmp6.Reverse(), Type: events.FlowClosing,
-			Reason: events.ReasonTimeout, Source: events.SourceSrc},
+			Reason: events.ReasonTimeout, Source: events.SourceGC},
 		// Aggregated mode: a prefix with samples (one in the overflow
 		// bin) and one with traffic only.
 		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,
