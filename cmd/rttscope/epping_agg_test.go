@@ -50,6 +50,11 @@ const (
 type aggRecord struct {
 	Timestamp     int64                      `json:"timestamp"`
 	Bins          int                        `json:"bins"`
+	BinWidth      int64                      `json:"bin_width_ns"`
+	Interval      int64                      `json:"aggregation_interval_ns"`
+	Timeout       int64                      `json:"timeout_interval_ns"`
+	V4Len         int                        `json:"ipv4_prefix_len"`
+	V6Len         int                        `json:"ipv6_prefix_len"`
 	Prefix        string                     `json:"ip_prefix"`
 	RX            map[string]map[string]int  `json:"rx_stats"`
 	TX            map[string]map[string]int  `json:"tx_stats"`
@@ -87,6 +92,7 @@ func TestEPPingAggregated(t *testing.T) {
 	if len(want) < 3 || want[0].Bins != 250 {
 		t.Fatalf("ePPing's agg.json: want a metadata record and intervals, got %d records", len(want))
 	}
+	epMeta := want[0]
 	want = want[1:]
 	offset := want[0].Timestamp % eppingAggInterval
 	first := gridEnd(want[0].Timestamp, offset) // ePPing's first interval: skipped
@@ -100,6 +106,14 @@ func TestEPPingAggregated(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("rttscope's json: %v", err)
 	}
+	// The first record describes the aggregation: equal but for its time.
+	meta := func(r aggRecord) string {
+		return fmt.Sprint(r.Bins, r.BinWidth, r.Interval, r.Timeout, r.V4Len, r.V6Len)
+	}
+	if len(got) == 0 || meta(got[0]) != meta(epMeta) || got[0].Bins != 250 {
+		t.Fatalf("rttscope's first record %+v, ePPing's %+v", got[0], epMeta)
+	}
+	got = got[1:]
 	near := nearBoundaries(t)
 
 	// Index rttscope's records by interval end (start + interval: its
@@ -321,7 +335,8 @@ func parseAggStandard(b []byte) ([]stdAgg, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		l := sc.Text()
-		if n == 1 && bytes.HasPrefix([]byte(l), []byte("Aggregating RTTs")) {
+		if n == 1 && strings.HasPrefix(l, "Aggregating RTTs") {
+			out = append(out, stdAgg{key: "meta", fields: l})
 			continue
 		}
 		if m := epAggStd.FindStringSubmatch(l); m != nil {
@@ -365,6 +380,11 @@ func TestEPPingAggregatedStandard(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ePPing's agg.standard: %v", err)
 	}
+	if len(want) < 2 || want[0].key != "meta" {
+		t.Fatalf("ePPing's agg.standard does not start with its metadata line")
+	}
+	wantMeta := want[0].fields
+	want = want[1:]
 	day := int64(24 * time.Hour)
 	// Times of day: the recording's date is the capture's.
 	base := int64(1795511219000000000) - int64(1795511219000000000)%day
@@ -379,6 +399,10 @@ func TestEPPingAggregatedStandard(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rttscope's standard: %v\n%s", err, out)
 	}
+	if len(got) == 0 || got[0].fields != wantMeta {
+		t.Fatalf("rttscope's first line %+v, want ePPing's %q", got, wantMeta)
+	}
+	got = got[1:]
 	type key struct {
 		end int64
 		key string

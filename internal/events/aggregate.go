@@ -103,6 +103,16 @@ type Aggregate struct {
 	// Global, when not nil, makes this record ePPing's global record of
 	// the interval instead of a prefix's: Prefix and the rest are unset.
 	Global *GlobalCounters
+	// Meta, when not nil, makes this record ePPing's first record of an
+	// aggregated run, which describes the aggregation: only Time is set
+	// besides.
+	Meta *AggregateMeta
+}
+
+// AggregateMeta describes an aggregated run, as ePPing's first record.
+type AggregateMeta struct {
+	Interval, Timeout  time.Duration
+	PrefixV4, PrefixV6 uint8
 }
 
 // Width and number of ePPing's histogram bins (bpf/agg.h).

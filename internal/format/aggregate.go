@@ -19,6 +19,9 @@ import (
 // interval's global record (left out by --minimal: it has nothing but
 // counters). ppviz has no such records and skips them.
 func (w *writer) WriteAggregate(a *events.Aggregate) error {
+	if a.Meta != nil {
+		return record(w, a, appendMetaStandard, nil, appendMetaJSON)
+	}
 	if a.Global != nil && w.style.minimal {
 		return nil // nothing but counters
 	}
@@ -222,6 +225,38 @@ func appendAggregateJSON(b []byte, a *events.Aggregate, st *style) []byte {
 		b = append(b, ',')
 		b = appendProtocols(b, "tx_protocols", &a.TX)
 	}
+	return append(b, '}')
+}
+
+// appendMetaStandard appends ePPing's first line of aggregated output:
+//
+//	Aggregating RTTs in histograms with 250 4 ms wide bins every 10 seconds
+func appendMetaStandard(b []byte, a *events.Aggregate, _ *style) []byte {
+	b = append(b, "Aggregating RTTs in histograms with "...)
+	b = strconv.AppendInt(b, events.LinBins, 10)
+	b = append(b, ' ')
+	b = appendMillis(b, events.LinBinWidth)
+	b = append(b, " ms wide bins every "...)
+	b = strconv.AppendFloat(b, a.Meta.Interval.Seconds(), 'g', 9, 64)
+	return append(b, " seconds\n"...)
+}
+
+// appendMetaJSON appends ePPing's first record of aggregated output, then
+// rttscope's type.
+func appendMetaJSON(b []byte, a *events.Aggregate, _ *style) []byte {
+	m := a.Meta
+	b = append(b, '{')
+	b = appendInt(b, "timestamp", a.Time)
+	for _, f := range [...]struct {
+		name string
+		v    int64
+	}{{"bins", events.LinBins}, {"bin_width_ns", int64(events.LinBinWidth)}, {"aggregation_interval_ns", int64(m.Interval)},
+		{"timeout_interval_ns", int64(m.Timeout)}, {"ipv4_prefix_len", int64(m.PrefixV4)}, {"ipv6_prefix_len", int64(m.PrefixV6)}} {
+		b = append(b, ',')
+		b = appendInt(b, f.name, f.v)
+	}
+	b = append(b, ',')
+	b = appendStr(b, "type", "aggregate_meta")
 	return append(b, '}')
 }
 

@@ -90,7 +90,9 @@ func fixture() []any {
 			Prefix: netip.MustParsePrefix("2001:db8::/48"),
 			RX: events.Traffic{Packets: [4]uint64{0, 0, 3, 0}, Bytes: [4]uint64{0, 0, 312, 0}, ECN: [4]uint64{3, 0, 0, 0},
 				EPPPackets: [3]uint64{0, 0, 3}, EPPBytes: [3]uint64{0, 0, 354}}},
-		// ePPing's global record of the interval.
+		// ePPing's first record of an aggregated run, and its global
+		// record of the interval.
+		&events.Aggregate{Time: t0 + 60_000_000_000, Meta: &events.AggregateMeta{Interval: 10 * time.Second, Timeout: 30 * time.Second, PrefixV4: 24, PrefixV6: 48}},
 		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000, Global: &events.GlobalCounters{
 			ProtoPackets: func() (p [256]uint64) { p[6], p[17], p[1], p[58], p[47] = 19, 1, 2, 3, 1; return }(),
 			ProtoBytes:   func() (p [256]uint64) { p[6], p[17], p[1], p[58], p[47] = 15866, 94, 196, 354, 54; return }(),
@@ -472,7 +474,9 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 		if a, ok := ev.(*events.Aggregate); ok {
 			// ePPing's fields first, in ePPing's order.
 			epp := aggregateKeys
-			if a.Global != nil {
+			if a.Meta != nil {
+				want, epp = `"aggregate_meta"`, metaKeys
+			} else if a.Global != nil {
 				want, epp = `"aggregate_global"`, globalKeys
 			} else if a.Count == 0 {
 				epp = epp[:4]
@@ -495,6 +499,7 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 var (
 	aggregateKeys = []string{"timestamp", "ip_prefix", "rx_stats", "tx_stats", "count_rtt", "min_rtt", "mean_rtt", "median_rtt", "p95_rtt", "max_rtt", "histogram"}
 	globalKeys    = []string{"timestamp", "protocol_counters", "ecn_counters", "errors"}
+	metaKeys      = []string{"timestamp", "bins", "bin_width_ns", "aggregation_interval_ns", "timeout_interval_ns", "ipv4_prefix_len", "ipv6_prefix_len"}
 )
 
 func TestJSONSchemaAndOrder(t *testing.T) {

@@ -69,7 +69,7 @@ func (w *Writer) WriteAggregate(a *events.Aggregate) error {
 	c := &w.agg
 	*c = *a
 	c.Time, c.Start = w.time(a.Time), w.time(a.Start)
-	if a.Global != nil {
+	if a.Global != nil || a.Meta != nil {
 		return w.next.WriteAggregate(c)
 	}
 	w.anonPrefix(c)

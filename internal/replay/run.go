@@ -224,6 +224,7 @@ func (r *Replay) Run(ctx context.Context, w format.EventWriter) (sum Summary, er
 			l.agg.Timeout = opts.Report.AggregateTimeout
 			l.aggInterval = int64(opts.Report.AggregateInterval)
 			l.aggOffset = int64(opts.AggregateOffset) % l.aggInterval
+			l.aggMeta = *sampling.AggregateMeta(opts.BPF, opts.Report)
 		}
 		if opts.BPF.FlowSummary {
 			if l.sums, err = r.eng.Objects().NewSummaries(0); err != nil {
@@ -309,6 +310,7 @@ type replayer struct {
 	agg              *loader.Aggregator
 	aggInterval      int64
 	aggOffset        int64
+	aggMeta          events.AggregateMeta // the first record
 	aggStart, aggEnd int64 // the open interval; aggEnd 0 before the first packet
 	sums             *loader.Summaries
 	firstPacket      func(ns int64) // Options.FirstPacket
@@ -404,6 +406,11 @@ func (r *replayer) loop(ctx context.Context, rd *capture.Reader, sum *Summary, p
 			r.next = ts - ts%r.interval + r.interval
 			if r.firstPacket != nil {
 				r.firstPacket(ts)
+			}
+			if r.agg != nil {
+				if err := r.sw.WriteAggregate(&events.Aggregate{Time: ts, Meta: &r.aggMeta}); err != nil {
+					return err
+				}
 			}
 		}
 		sum.First, sum.Last = min(sum.First, ts), max(sum.Last, ts)

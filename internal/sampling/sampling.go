@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/flagval"
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/loader"
@@ -73,6 +74,12 @@ func (r Report) Check(bpf loader.Config) error {
 		return errors.New("--flow-summary-interval needs --flow-summary and must be >= 0")
 	}
 	return nil
+}
+
+// AggregateMeta describes an aggregated run (ePPing's first record).
+func AggregateMeta(bpf loader.Config, r Report) *events.AggregateMeta {
+	return &events.AggregateMeta{Interval: r.AggregateInterval, Timeout: r.AggregateTimeout,
+		PrefixV4: bpf.AggPrefixV4, PrefixV6: bpf.AggPrefixV6}
 }
 
 // Needs returns what the output writer must be able to write for the
