@@ -311,7 +311,7 @@ type replayer struct {
 	aggInterval      int64
 	aggOffset        int64
 	aggMeta          events.AggregateMeta // the first record
-	aggStart, aggEnd int64 // the open interval; aggEnd 0 before the first packet
+	aggStart, aggEnd int64                // the open interval; aggEnd 0 before the first packet
 	sums             *loader.Summaries
 	firstPacket      func(ns int64) // Options.FirstPacket
 }
