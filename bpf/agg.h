@@ -63,6 +63,7 @@ struct agg_stats {
 	__u32 hist[HIST_BINS];
 	__u32 lin_hist[AGG_LIN_BINS];
 	__u32 reserved;
+	__u32 source_count[RTT_SOURCES]; /* samples by enum rtt_source */
 };
 
 /* ePPing's global counters, since the start: user space reports their
@@ -213,8 +214,11 @@ __noinline int agg_count_packet(struct packet_info *p, bool tracked)
 
 	if (!p)
 		return 0;
+	/* ePPing's classes whatever source measures the packet: a TCP
+	 * segment without the option is TCP_noTS also when the sequence
+	 * source tracks it (docs/epping.md). */
 	epp = p->pid.flow.proto != IPPROTO_TCP ? EPP_OTHER :
-	      tracked			       ? EPP_TCP_TS :
+	      p->tcp_ts			       ? EPP_TCP_TS :
 						 EPP_TCP_NOTS;
 	make_agg_key(&k, &p->pid.flow.saddr.ip, p->pid.flow.ipv);
 	s = get_agg_stats(&k, tracked);
@@ -274,6 +278,8 @@ __noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
 		s->rtt_max = rtt;
 	s->rtt_count++;
 	s->rtt_sum += rtt;
+	if (p->reply_source < RTT_SOURCES)
+		s->source_count[p->reply_source]++;
 	bin = hist_bin(rtt);
 	/* clang knows bin < HIST_BINS and drops the check; 6.1's verifier
 	 * cannot prove it and needs to see it. */

@@ -33,7 +33,8 @@ struct flow_dir_state {
 	__u64 min_rtt;
 	__u64 srtt;
 	__u32 outstanding; /* timestamps not yet matched (approximate) */
-	__u32 reserved;
+	__u8 last_source; /* enum rtt_source of last_id */
+	__u8 reserved[3];
 	__u64 base_sent_pkts, base_sent_bytes; /* own totals at activation */
 	__u64 base_rec_pkts, base_rec_bytes; /* the other side's, likewise */
 };
@@ -56,10 +57,46 @@ enum local_dst {
 	LOCAL_DST_YES = 2,
 };
 
+/* Per-direction state of the TCP sources that work on sequence numbers
+ * (id_tcp_seq.h): the highest end sequence the side sent, and the one range
+ * of it being timed. Written by that side's new data (max_end) and by the
+ * ACK that ends the timing (timed), so not on most packets. */
+struct tcp_seq_dir {
+	__u32 max_end; /* highest end sequence sent, when has_max */
+	__u32 timed_end; /* end of the range being timed, when timed */
+	__u8 has_max;
+	__u8 timed;
+	__u8 timed_source; /* RTT_SOURCE_TCP_SEQ or RTT_SOURCE_TCP_SYN */
+	__u8 reserved;
+};
+
+/* Per-direction state of the QUIC spin bit source (id_quic_spin.h). */
+struct quic_spin_dir {
+	__u64 last_edge; /* time of the last accepted edge, 0: none yet */
+	__u32 est; /* running RTT estimate (ns, 1/8 gain), 0: none yet */
+	__u16 win_pkts; /* short header packets in the current window */
+	__u8 win_edges; /* accepted edges in the current window */
+	__u8 flags; /* enum quic_spin_flags */
+};
+
+enum quic_spin_flags {
+	QUIC_SPIN_VALUE = 1, /* the last spin value seen */
+	QUIC_SPIN_SEEN = 2, /* a spin value was seen */
+	QUIC_SPIN_VALID = 4, /* a window passed: samples are reported */
+	QUIC_SPIN_RANDOM = 8, /* the bit looks random: no samples */
+};
+
 struct flow_state {
 	struct flow_dir_state dir[2]; /* [0]: sent by key.saddr */
 	__u8 opener; /* index of the side that opened it */
 	__u8 reserved[7];
+	/* State of the sources that keep some per flow direction, after the
+	 * rest: the common path does not touch it. One flow is TCP or UDP,
+	 * so they share the space. */
+	union {
+		struct tcp_seq_dir seq[2];
+		struct quic_spin_dir spin[2];
+	};
 };
 
 /* Time of the flow's last packet, either direction. */

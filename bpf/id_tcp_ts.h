@@ -7,6 +7,8 @@
 #include "packet.h"
 #include "config.h"
 #include "walkers.h"
+#include "id_tcp_seq.h"
+#include "id_dns.h"
 
 /* The layout Linux and most other stacks send (RFC 7323, appendix A): the
  * timestamp option first, after two NOPs. Read in place, it spares the
@@ -28,9 +30,13 @@ static __always_inline int tcp_ts_first(struct tcphdr *tcph, __u32 hdrlen,
 }
 
 /* Fills the identifiers and flow events of a TCP packet. Returns -1 when the
- * packet is not tracked: no timestamp option, a malformed header, or a SYN
- * without --include-syn. As in ePPing, untracked packets are invisible to
- * the flow state: they open, close and count nothing. */
+ * packet is not tracked: no enabled source gives it identifiers, or its
+ * header is malformed. As in ePPing, untracked packets are invisible to the
+ * flow state: they open, close and count nothing. With the timestamp source
+ * alone (ePPing's configuration) that is ePPing's rule: segments without
+ * the option, and SYNs without --include-SYN. The sequence source (auto
+ * and seq modes) and the handshake source track the segments they time or
+ * take replies from, DNS over TCP the segments that carry a message. */
 static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 						void *l4, struct packet_info *p)
 {
@@ -44,11 +50,12 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 	hdrlen = tcph->doff * 4;
 	if (hdrlen < sizeof(*tcph) || p->l3_len < p->l4_offset + hdrlen)
 		return -1;
-	if (tcph->syn && !cfg_include_syn)
+	if (tcph->syn && !cfg_include_syn && !cfg_track_tcp_handshake)
 		return -1;
 
 	p->pid.flow.saddr.port = tcph->source;
 	p->pid.flow.daddr.port = tcph->dest;
+	p->payload = p->l3_len - p->l4_offset - hdrlen;
 
 	if (tcph->rst) {
 		p->event_type = FLOW_EVENT_CLOSING;
@@ -61,9 +68,6 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 		p->event_reason =
 			tcph->ack ? EVENT_REASON_SYN_ACK : EVENT_REASON_SYN;
 	}
-	/* A flow first seen after its handshake may have sent this TSval
-	 * already: its reply would give an inflated sample. */
-	p->wait_first_edge = !tcph->syn && !cfg_sample_first_tsval;
 
 	ret = tcp_ts_first(tcph, hdrlen, pctx->data_end, &ts);
 	if (ret < 0) {
@@ -73,13 +77,34 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 		else
 			ret = tcp_ts_skb(pctx->ctx, off, &ts);
 	}
+	/* ePPing's class of the packet (aggregated rx_stats/tx_stats): the
+	 * segments it tracks, whatever source measures them here. */
+	p->tcp_ts = ret == 0 && (!tcph->syn || cfg_include_syn);
+
+	/* DNS over TCP (id_dns.h): a segment carrying a message takes the
+	 * DNS identifiers instead of the TCP ones. */
+	if (cfg_track_dns && !parse_dns_tcp(pctx, tcph, hdrlen, p))
+		return 0;
+	if (!cfg_track_tcp && !cfg_track_tcp_handshake)
+		return -1; /* DNS only: no identifiers in other segments */
+
+	/* Sequence numbers instead (id_tcp_seq.h): always in seq mode, for
+	 * the handshake's SYNs, and in auto mode without the option. */
+	if ((cfg_track_tcp && cfg_tcp_mode == TCP_MODE_SEQ) ||
+	    (tcph->syn && cfg_track_tcp_handshake) ||
+	    (ret < 0 && tcp_seq_used()))
+		return parse_tcp_seq(tcph, hdrlen, p);
 	if (ret < 0)
 		return -1;
+	/* The handshake's last ACK answers a SYN-ACK timed by sequence. */
+	if (cfg_track_tcp_handshake)
+		parse_tcp_ack(tcph, p);
+	if (!cfg_track_tcp)
+		return 0; /* handshake samples only */
 
 	/* Packets without payload (pure ACKs, bare FINs) elicit no reply of
 	 * their own: timestamping them would give samples inflated by the
 	 * peer's next send. */
-	p->payload = p->l3_len - p->l4_offset - hdrlen;
 	p->pid.identifier = ts.tsval;
 	p->pid_valid = p->payload > 0 || tcph->syn;
 

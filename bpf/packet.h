@@ -15,28 +15,89 @@ struct parsing_context {
 	__u16 l3_proto; /* EtherType when the frame has no L2 header */
 	bool l3_only;
 	bool is_xdp; /* constant per program: picks the walkers */
-	__u32 pkt_len; /* the whole frame (skb->len: may exceed data_end) */
 };
 
+/* What a source learnt beyond its identifiers, for its flow hook or its
+ * sample: one of the structs of the union in struct packet_info, named by
+ * its last byte (kind), which is at the same place in each. */
+enum src_info_kind {
+	SRC_INFO_NONE = 0,
+	SRC_INFO_TCP_SEG = 1, /* struct tcp_seg (id_tcp_seq.h) */
+	SRC_INFO_DNS = 2, /* struct dns_info (id_dns.h) */
+	SRC_INFO_QUIC = 3, /* struct quic_info (id_quic_spin.h) */
+};
+
+/* The sequence space of a TCP segment. */
+struct tcp_seg {
+	__u32 seq; /* first sequence number */
+	__u32 end; /* seq + payload, SYN and FIN counting one each */
+	__u32 ack; /* cumulative ACK, when ack_valid */
+	__u8 ack_valid; /* the ACK flag is set */
+	__u8 syn;
+	__u8 reserved;
+	__u8 kind; /* SRC_INFO_TCP_SEG */
+};
+
+/* A DNS response's details, reported with its sample. */
+struct dns_info {
+	__u16 qtype; /* type of the first question, 0 if unread */
+	__u8 rcode;
+	__u8 truncated; /* TC bit */
+	__u16 name_len; /* --dns-names: bytes of the name copied (dns_names) */
+	__u8 reserved[9];
+	__u8 kind; /* SRC_INFO_DNS */
+};
+
+/* A QUIC packet: its header form and spin bit, and the sample its edge
+ * gives (the flow hook's result, kept here rather than on the stack). */
+struct quic_info {
+	__u64 sample;
+	__u8 short_hdr; /* a 1-RTT packet: spin is valid */
+	__u8 spin;
+	__u8 side; /* the sender's half of the flow, for the sample */
+	__u8 reserved[4];
+	__u8 kind; /* SRC_INFO_QUIC */
+};
+
+_Static_assert(__builtin_offsetof(struct tcp_seg, kind) ==
+			       __builtin_offsetof(struct dns_info, kind) &&
+		       __builtin_offsetof(struct tcp_seg, kind) ==
+			       __builtin_offsetof(struct quic_info, kind),
+	       "the kind byte of the source infos");
+
+/* Kept at 96 bytes (the flags are bits, the small lengths narrow): it
+ * lives on handle_packet's stack, and the batched replay's call chain is at
+ * 6.1's 512-byte limit (replay_last). */
 struct packet_info {
 	__u64 time;
 	__u32 l3_len; /* IP header + payload, the byte counters' unit */
-	__u32 l4_offset; /* bytes from the IP header to the L4 header */
 	__u32 payload; /* bytes after the transport header: the flow counters' unit */
-	__u32 l2_len; /* link-layer header bytes (Ethernet, VLAN tags) */
+	__u16 l4_offset; /* bytes from the IP header to the L4 header */
+	__u8 l2_len; /* link-layer header bytes (Ethernet, VLAN tags) */
+	bool is_egress : 1;
+	bool l3_valid : 1; /* addresses, l3_len, ip_tos and proto are set */
+	bool pid_valid : 1; /* pid.identifier should be timestamped */
+	bool reply_valid : 1; /* reply_id answers an earlier identifier */
+	/* A TCP segment ePPing tracks: the timestamp option, and not a SYN
+	 * unless --include-SYN (its TCP_TS traffic class). */
+	bool tcp_ts : 1;
 	__u32 ifindex;
-	bool is_egress;
-	bool l3_valid; /* addresses, l3_len, ip_tos and proto are set */
-	bool pid_valid; /* pid.identifier should be timestamped */
-	bool reply_valid; /* reply_id answers an earlier identifier */
-	/* The identifier may already have been sent before the flow was seen
-	 * (TCP picked up mid-stream): timestamp only after it changes. */
-	bool wait_first_edge;
 	__u8 event_type; /* enum flow_event_type caused by this packet */
 	__u8 event_reason; /* enum flow_event_reason */
 	__u8 ip_tos;
+	/* enum rtt_source of reply_id; that of pid.identifier is in
+	 * pid.flow.reserved, so each source has its own identifier space
+	 * in the timestamp map. Both 0 (TCP timestamps) unless set. */
+	__u8 reply_source;
 	__u32 reply_id;
 	struct packet_id pid; /* tuple of this packet + its identifier */
+	union {
+		struct tcp_seg seg;
+		struct dns_info dns;
+		struct quic_info quic;
+	};
 };
+
+_Static_assert(sizeof(struct packet_info) == 96, "packet_info size");
 
 #endif /* RTTSCOPE_PACKET_H */

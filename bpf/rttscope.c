@@ -12,6 +12,7 @@
 #include "parse.h"
 #include "id_tcp_ts.h"
 #include "id_icmp_echo.h"
+#include "id_udp.h"
 #include "agg.h"
 #include "summary.h"
 #include "evict.h"
@@ -44,8 +45,11 @@ static __always_inline int parse_packet(struct parsing_context *pctx,
 	p->pid.flow.proto = l4proto;
 	p->l3_valid = true;
 
-	if (l4proto == IPPROTO_TCP && cfg_track_tcp)
+	if (l4proto == IPPROTO_TCP &&
+	    (cfg_track_tcp || cfg_track_tcp_handshake || cfg_track_dns))
 		return parse_tcp_identifier(pctx, pos, p);
+	if (l4proto == IPPROTO_UDP && (cfg_track_dns || cfg_track_quic))
+		return parse_udp_identifier(pctx, pos, p);
 	if (l4proto == IPPROTO_ICMP && cfg_track_icmp &&
 	    p->pid.flow.ipv == AF_INET)
 		return parse_icmp_identifier(pctx, pos, p);
@@ -107,37 +111,85 @@ static __always_inline bool is_local_direction(void *ctx, struct packet_info *p,
 }
 
 /* Reports a change of a direction's state, named as ePPing names it (see
- * struct flow_event). */
-static __always_inline void send_flow_event(struct packet_info *p,
-					    const struct network_tuple *flow,
-					    __u64 time, __u8 type, __u8 reason,
-					    __u8 source)
+ * struct flow_event): from the side that answers it, so the packet's own
+ * tuple for its receiver's direction, reversed for its sender's (written
+ * into the event: no tuple on the stack). Caused by the event flow's
+ * destination, but for the closing of the receiver's direction (a RST).
+ * Global: verified once, and its stack is not the data path's (see
+ * replay_last). */
+__noinline int send_flow_event(struct packet_info *p, bool of_sender,
+			       __u64 time, __u8 type, __u8 reason)
 {
 	struct flow_event *e;
 
-	if (cfg_aggregate || cfg_steps < STEP_EVENTS)
-		return;
+	if (!p || cfg_aggregate || cfg_steps < STEP_EVENTS)
+		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(COUNTER_RINGBUF_FULL);
-		return;
+		return 0;
 	}
 	e->event_type = EVENT_TYPE_FLOW;
 	e->ifindex = p->ifindex;
 	e->timestamp = time;
 	e->seen = packet_time(p);
-	e->flow = *flow;
+	if (of_sender)
+		reverse_tuple(&p->pid.flow, &e->flow);
+	else
+		e->flow = p->pid.flow;
 	e->flow.reserved = 0;
 	e->flow_event_type = type;
 	e->reason = reason;
-	e->source = source;
+	e->source = type == FLOW_EVENT_CLOSING && !of_sender ?
+			    EVENT_SOURCE_SRC :
+			    EVENT_SOURCE_DEST;
 	e->reserved = 0;
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_FLOW_EVENTS);
+	return 0;
 }
+
+/* A DNS sample with the question's name (--dns-names, id_dns.h). */
+__noinline int send_dns_named_event(struct packet_info *p,
+				    struct flow_dir_state *orig,
+				    struct flow_dir_state *rec, __u64 rtt);
 
 /* orig sent the timestamped packet, rec (the reply's sender) received it.
  * The packet counters are ePPing's: since orig became active. */
+static __always_inline void fill_rtt_event(struct rtt_event *e,
+					   struct packet_info *p,
+					   struct flow_dir_state *orig,
+					   struct flow_dir_state *rec,
+					   __u64 rtt)
+{
+	e->event_type = EVENT_TYPE_RTT;
+	e->ifindex = p->ifindex;
+	e->timestamp = p->time;
+	e->flow = p->pid.flow;
+	e->flow.reserved = 0;
+	e->match_on_egress = p->is_egress;
+	e->source = p->reply_source;
+	e->reserved = 0;
+	e->rtt = rtt;
+	e->min_rtt = orig->min_rtt;
+	e->srtt = orig->srtt;
+	e->sent_pkts = orig->sent_pkts - orig->base_sent_pkts;
+	e->sent_bytes = orig->sent_bytes - orig->base_sent_bytes;
+	e->rec_pkts = rec->sent_pkts - orig->base_rec_pkts;
+	e->rec_bytes = rec->sent_bytes - orig->base_rec_bytes;
+	e->reserved2 = 0;
+	if (cfg_track_dns && p->dns.kind == SRC_INFO_DNS) {
+		e->dns_qtype = p->dns.qtype;
+		e->dns_rcode = p->dns.rcode;
+		e->dns_truncated = p->dns.truncated;
+	} else {
+		e->dns_qtype = 0;
+		e->dns_rcode = 0;
+		e->dns_truncated = 0;
+	}
+}
+
+/* orig sent the timestamped packet, rec (the reply's sender) received it. */
 static __always_inline void send_rtt_event(struct packet_info *p,
 					   struct flow_dir_state *orig,
 					   struct flow_dir_state *rec,
@@ -147,26 +199,47 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 
 	if (cfg_steps < STEP_EVENTS)
 		return;
+	if (cfg_dns_names && p->dns.kind == SRC_INFO_DNS && p->dns.name_len) {
+		send_dns_named_event(p, orig, rec, rtt);
+		return;
+	}
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(COUNTER_RINGBUF_FULL);
 		return;
 	}
-	e->event_type = EVENT_TYPE_RTT;
-	e->ifindex = p->ifindex;
-	e->timestamp = p->time;
-	e->flow = p->pid.flow;
-	e->flow.reserved = 0;
-	e->match_on_egress = p->is_egress;
-	e->rtt = rtt;
-	e->min_rtt = orig->min_rtt;
-	e->srtt = orig->srtt;
-	e->sent_pkts = orig->sent_pkts - orig->base_sent_pkts;
-	e->sent_bytes = orig->sent_bytes - orig->base_sent_bytes;
-	e->rec_pkts = rec->sent_pkts - orig->base_rec_pkts;
-	e->rec_bytes = rec->sent_bytes - orig->base_rec_bytes;
+	fill_rtt_event(e, p, orig, rec, rtt);
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_RTT_EVENTS);
+}
+
+/* Global: verified once, its stack apart from the data path's. */
+__noinline int send_dns_named_event(struct packet_info *p,
+				    struct flow_dir_state *orig,
+				    struct flow_dir_state *rec, __u64 rtt)
+{
+	struct rtt_named_event *e;
+	struct dns_name *n;
+	__u32 zero = 0;
+
+	if (!p || !orig || !rec)
+		return 0;
+	n = bpf_map_lookup_elem(&dns_names, &zero);
+	if (!n)
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(COUNTER_RINGBUF_FULL);
+		return 0;
+	}
+	fill_rtt_event(&e->rtt, p, orig, rec, rtt);
+	e->rtt.event_type = EVENT_TYPE_RTT_NAMED;
+	e->name_len = p->dns.name_len;
+	__builtin_memset(e->reserved, 0, sizeof(e->reserved));
+	__builtin_memcpy(e->name, n->name, sizeof(e->name));
+	bpf_ringbuf_submit(e, 0);
+	count(COUNTER_RTT_EVENTS);
+	return 0;
 }
 
 /* Looks up the flow of a packet, creating it when the packet may open one.
@@ -223,6 +296,7 @@ static __always_inline void activate_dir(struct packet_info *p,
 	d->conn_state = CONN_WAITOPEN;
 	d->last_timestamp = packet_time(p);
 	d->last_id = p->pid.identifier;
+	d->last_source = p->pid.flow.reserved;
 	d->ts_attempted = 0;
 	d->open_reason = p->event_type == FLOW_EVENT_OPENING ?
 				 p->event_reason :
@@ -243,9 +317,8 @@ static __always_inline void answer_dir(struct packet_info *p,
 	    p->event_reason == EVENT_REASON_RST)
 		return;
 	orig->conn_state = CONN_OPEN;
-	send_flow_event(p, &p->pid.flow, orig->last_timestamp,
-			FLOW_EVENT_OPENING, orig->open_reason,
-			EVENT_SOURCE_DEST);
+	send_flow_event(p, false, orig->last_timestamp, FLOW_EVENT_OPENING,
+			orig->open_reason);
 }
 
 static __always_inline bool is_rate_limited(__u64 now, struct flow_dir_state *d)
@@ -264,16 +337,32 @@ static __always_inline bool is_rate_limited(__u64 now, struct flow_dir_state *d)
 }
 
 /* Whether the packet's identifier is newer than the direction's last one.
- * TCP timestamps only grow (RFC 7323, 5.2: serial number arithmetic): an
- * older TSval is a reordered or retransmitted packet. */
+ * TCP timestamps and sequence numbers only grow (RFC 7323, 5.2; RFC 1982:
+ * serial number arithmetic): an older TSval is a reordered or retransmitted
+ * packet. An identifier of another source (the handshake before
+ * timestamps, DNS over TCP) is of another space: new. */
 static __always_inline bool is_new_identifier(const struct packet_info *p,
 					      const struct flow_dir_state *d)
 {
 	__u32 diff = p->pid.identifier - d->last_id;
+	__u8 source = p->pid.flow.reserved;
 
-	if (p->pid.flow.proto == IPPROTO_TCP)
+	if (source != d->last_source)
+		return true;
+	if (source == RTT_SOURCE_TCP_TS || source == RTT_SOURCE_TCP_SEQ)
 		return diff > 0 && diff < (1U << 31);
 	return diff != 0;
+}
+
+/* A TCP flow first seen after its handshake may have sent its first TSval
+ * already (ePPing's rule): the reply would give an inflated sample, so
+ * the direction waits for the next one. Not for the sequence source: its
+ * retransmissions are told apart (id_tcp_seq.h). */
+static __always_inline bool wait_first_edge(const struct packet_info *p)
+{
+	return !cfg_sample_first_tsval && p->pid.flow.proto == IPPROTO_TCP &&
+	       p->pid.flow.reserved == RTT_SOURCE_TCP_TS &&
+	       p->event_type != FLOW_EVENT_OPENING;
 }
 
 static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
@@ -286,10 +375,11 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 		return;
 	/* Only the first packet carrying an identifier is timestamped: the
 	 * reply to later ones would echo the same value. */
-	if ((snd->ts_attempted || p->wait_first_edge) &&
+	if ((snd->ts_attempted || wait_first_edge(p)) &&
 	    !is_new_identifier(p, snd))
 		return;
 	snd->last_id = p->pid.identifier;
+	snd->last_source = p->pid.flow.reserved;
 
 	if (snd->ts_attempted && is_rate_limited(packet_time(p), snd))
 		return;
@@ -316,6 +406,60 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 	}
 }
 
+/* Reports one RTT sample of source p->reply_source, completed by p: of
+ * orig's packets (orig_side), rec being the other side. */
+static __always_inline void record_sample(struct packet_info *p,
+					  struct network_tuple *key,
+					  struct flow_dir_state *orig,
+					  struct flow_dir_state *rec,
+					  __u32 orig_side, __u64 rtt)
+{
+	count_sample(p->reply_source);
+	if (!orig->min_rtt || rtt < orig->min_rtt)
+		orig->min_rtt = rtt;
+	orig->srtt = update_srtt(orig->srtt, rtt);
+	if (cfg_steps < STEP_EVENTS)
+		return;
+	summary_add(key, orig_side, rtt, p->reply_source);
+	if (cfg_aggregate)
+		agg_add_rtt(p, rtt);
+	else
+		send_rtt_event(p, orig, rec, rtt);
+}
+
+/* record_sample() for the QUIC spin bit: sample p->quic.sample of
+ * p->quic.side's packets. Global, so that its stack (a copy of the key,
+ * which 6.1 wants on the stack for map lookups) is not the data path's:
+ * older verifiers limit the whole call chain of the batched replay to 512
+ * bytes. */
+__noinline int record_quic_sample(struct packet_info *p,
+				  struct network_tuple *key,
+				  struct flow_dir_state *orig,
+				  struct flow_dir_state *rec)
+{
+	struct network_tuple k;
+
+	if (!p || !key || !orig || !rec)
+		return 0;
+	k = *key;
+	record_sample(p, &k, orig, rec, p->quic.side, p->quic.sample);
+	return 0;
+}
+
+/* Whether a reply to orig's packets is matched. ePPing's sources (TCP
+ * timestamps, ICMP echo) follow its rule: only while orig is active. The
+ * others also after orig's FIN closed it: TCP still acknowledges a
+ * half-closed direction's data and the FIN itself, which occupies
+ * sequence space (the sequence source times it). */
+static __always_inline bool may_match(const struct packet_info *p,
+				      const struct flow_dir_state *orig)
+{
+	if (p->reply_source == RTT_SOURCE_TCP_TS ||
+	    p->reply_source == RTT_SOURCE_ICMP)
+		return dir_active(orig);
+	return orig->conn_state != CONN_EMPTY;
+}
+
 static __always_inline void match_packet(struct packet_info *p,
 					 struct network_tuple *key,
 					 struct flow_dir_state *orig,
@@ -323,16 +467,23 @@ static __always_inline void match_packet(struct packet_info *p,
 					 __u32 orig_side)
 {
 	struct packet_id rid = {};
-	__u64 *ts, sent, rtt;
+	__u64 *ts, sent;
 
-	if (!p->reply_valid || !orig->outstanding || !dir_active(orig))
+	if (!p->reply_valid)
 		return;
+	if (!orig->outstanding || !may_match(p, orig)) {
+		dns_unmatched(p);
+		return;
+	}
 
 	reverse_tuple(&p->pid.flow, &rid.flow);
+	rid.flow.reserved = p->reply_source;
 	rid.identifier = p->reply_id;
 	ts = bpf_map_lookup_elem(&ts_map, &rid);
-	if (!ts)
+	if (!ts) {
+		dns_unmatched(p);
 		return;
+	}
 	sent = *ts;
 	packet_time(p);
 	/* Whoever deletes the entry owns the sample: each identifier is
@@ -343,18 +494,7 @@ static __always_inline void match_packet(struct packet_info *p,
 	count(COUNTER_TS_DELETED);
 	if (p->time < sent)
 		return;
-
-	rtt = p->time - sent;
-	if (!orig->min_rtt || rtt < orig->min_rtt)
-		orig->min_rtt = rtt;
-	orig->srtt = update_srtt(orig->srtt, rtt);
-	if (cfg_steps < STEP_EVENTS)
-		return;
-	summary_add(key, orig_side, rtt);
-	if (cfg_aggregate)
-		agg_add_rtt(p, rtt);
-	else
-		send_rtt_event(p, orig, snd, rtt);
+	record_sample(p, key, orig, snd, orig_side, p->time - sent);
 }
 
 /* A FIN closes the sender's direction, an RST both; each direction that
@@ -366,21 +506,16 @@ static __always_inline void close_flow(struct packet_info *p,
 				       struct flow_dir_state *snd,
 				       struct flow_dir_state *orig)
 {
-	struct network_tuple rev;
-
 	if (p->event_type != FLOW_EVENT_CLOSING)
 		return;
-	if (snd->conn_state == CONN_OPEN) {
-		reverse_tuple(&p->pid.flow, &rev);
-		send_flow_event(p, &rev, packet_time(p), FLOW_EVENT_CLOSING,
-				p->event_reason, EVENT_SOURCE_DEST);
-	}
+	if (snd->conn_state == CONN_OPEN)
+		send_flow_event(p, true, packet_time(p), FLOW_EVENT_CLOSING,
+				p->event_reason);
 	snd->conn_state = CONN_CLOSED;
 	if (p->event_reason == EVENT_REASON_RST) {
 		if (orig->conn_state == CONN_OPEN)
-			send_flow_event(p, &p->pid.flow, packet_time(p),
-					FLOW_EVENT_CLOSING, p->event_reason,
-					EVENT_SOURCE_SRC);
+			send_flow_event(p, false, packet_time(p),
+					FLOW_EVENT_CLOSING, p->event_reason);
 		orig->conn_state = CONN_CLOSED;
 	}
 	if (dir_active(snd) || dir_active(orig))
@@ -388,6 +523,36 @@ static __always_inline void close_flow(struct packet_info *p,
 	summary_emit(key, fs, packet_time(p), p->event_reason);
 	if (bpf_map_delete_elem(&flow_map, key) == 0)
 		count(COUNTER_FLOWS_DELETED);
+}
+
+/* In auto mode a segment without the timestamp option takes the sequence
+ * source; in a flow measured by timestamps that can only be a RST (RFC
+ * 7323, 3.2), which ePPing's rule does not track: it neither counts nor
+ * closes there, as in ePPing. */
+static __always_inline bool is_ts_flow_rst(const struct packet_info *p,
+					   const struct flow_state *fs)
+{
+	int i;
+
+	if (!cfg_track_tcp || cfg_tcp_mode != TCP_MODE_AUTO ||
+	    p->event_reason != EVENT_REASON_RST || p->tcp_ts)
+		return false;
+	for (i = 0; i < 2; i++) {
+		if (fs->dir[i].conn_state != CONN_EMPTY &&
+		    fs->dir[i].last_source == RTT_SOURCE_TCP_TS)
+			return true;
+	}
+	return false;
+}
+
+/* The whole frame's length: skb->len may exceed the linear data; XDP
+ * sees its first buffer (the replay's frame alone, once trimmed). Read
+ * here rather than kept in the parsing context: see replay_last. */
+static __always_inline __u32 frame_len(void *ctx, struct parsing_context *pctx)
+{
+	if (pctx->is_xdp)
+		return pctx->data_end - pctx->data;
+	return ((struct __sk_buff *)ctx)->len;
 }
 
 static __always_inline void handle_packet(void *ctx,
@@ -408,7 +573,7 @@ static __always_inline void handle_packet(void *ctx,
 	p.ifindex = pctx->ifindex;
 	ret = parse_packet(pctx, &p);
 	if (cfg_aggregate && cfg_steps >= STEP_EVENTS) {
-		agg_count_global(&p, pctx->pkt_len);
+		agg_count_global(&p, frame_len(ctx, pctx));
 		if (p.l3_valid)
 			agg_count_packet(&p, ret == 0);
 	}
@@ -419,7 +584,12 @@ static __always_inline void handle_packet(void *ctx,
 	self = side & SIDE_SELF;
 	side &= SIDE_MASK;
 	fs = get_flow(&p, &key, side);
-	if (!fs)
+	if (!fs) {
+		if (cfg_track_dns)
+			dns_without_flow(&p);
+		return;
+	}
+	if (is_ts_flow_rst(&p, fs))
 		return;
 
 	/* Races between CPUs on the same flow can lose a counter update or
@@ -431,6 +601,17 @@ static __always_inline void handle_packet(void *ctx,
 	snd->sent_pkts++;
 	snd->sent_bytes += p.payload;
 	if (cfg_steps >= STEP_TIMESTAMP) {
+		if (tcp_seq_used() && p.seg.kind == SRC_INFO_TCP_SEG)
+			tcp_seq_on_flow(&p, fs, snd, side,
+					self ? side : side ^ 1);
+		if (cfg_track_dns && p.dns.kind == SRC_INFO_DNS)
+			dns_on_flow(&p, snd);
+		if (cfg_track_quic && p.quic.kind == SRC_INFO_QUIC &&
+		    quic_spin_on_flow(&p, &fs->spin[side])) {
+			p.quic.side = side;
+			record_quic_sample(&p, &key, snd,
+					   self ? snd : &fs->dir[side ^ 1]);
+		}
 		timestamp_packet(ctx, &p, snd);
 		answer_dir(&p, orig);
 		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
@@ -457,7 +638,6 @@ static __always_inline void handle_tc(struct __sk_buff *skb, bool is_egress)
 		.data_end = (void *)(long)skb->data_end,
 		.ifindex = skb->ifindex,
 		.l3_proto = bpf_ntohs(skb->protocol),
-		.pkt_len = skb->len,
 	};
 	__u64 now = 0; /* live: read when needed (packet_time) */
 
@@ -497,7 +677,6 @@ int rttscope_xdp_ingress(struct xdp_md *ctx)
 	};
 	__u8 *first = pctx.data;
 
-	pctx.pkt_len = pctx.data_end - pctx.data;
 	__u8 version;
 
 	if (cfg_have_l3_ifaces && is_l3_iface(ctx->ingress_ifindex)) {
@@ -541,7 +720,6 @@ int rttscope_xdp_replay(struct xdp_md *ctx)
 
 	if (!cfg_replay || (void *)(m + 1) > pctx.data)
 		return XDP_PASS;
-	pctx.pkt_len = pctx.data_end - pctx.data;
 	replay_now = m->tstamp;
 	handle_packet(ctx, &pctx, m->egress != 0, m->tstamp);
 	return XDP_PASS;
@@ -574,33 +752,39 @@ __noinline int replay_last(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	struct parsing_context pctx = {.ctx = ctx, .is_xdp = true};
-	struct replay_trailer *tr, t;
-	__u32 size = end - data, off;
+	struct replay_trailer *tr;
+	__u32 size = end - data, off, len;
+	__u64 tstamp;
+	bool egress;
 
-	if (size <= REPLAY_PAD + sizeof(t))
+	if (size <= REPLAY_PAD + sizeof(*tr))
 		return 1;
-	off = size - sizeof(t);
+	off = size - sizeof(*tr);
 	if (off > REPLAY_MAX_BUF)
 		return -1;
 	tr = data + off;
 	if ((void *)(tr + 1) > end)
 		return -1;
-	t = *tr;
-	if (t.len < ETH_HLEN_BYTES || t.len > off - REPLAY_PAD)
+	/* Scalars, not a stack copy of the trailer: this frame, with
+	 * handle_packet's, and the deepest global function it calls must fit
+	 * older verifiers' 512-byte limit for the whole call chain (6.1). */
+	tstamp = tr->tstamp;
+	len = tr->len;
+	egress = tr->egress != 0;
+	if (len < ETH_HLEN_BYTES || len > off - REPLAY_PAD)
 		return -1;
-	off -= t.len; /* start of the frame */
-	if (bpf_xdp_adjust_tail(ctx, -(int)sizeof(t)) ||
+	off -= len; /* start of the frame */
+	if (bpf_xdp_adjust_tail(ctx, -(int)sizeof(*tr)) ||
 	    bpf_xdp_adjust_head(ctx, off))
 		return -1;
 
 	pctx.data = (void *)(long)ctx->data;
 	pctx.data_end = (void *)(long)ctx->data_end;
-	pctx.pkt_len = t.len;
-	replay_now = t.tstamp;
-	handle_packet(ctx, &pctx, t.egress != 0, t.tstamp);
+	replay_now = tstamp;
+	handle_packet(ctx, &pctx, egress, tstamp);
 
 	if (bpf_xdp_adjust_head(ctx, -(int)off) ||
-	    bpf_xdp_adjust_tail(ctx, -(int)t.len))
+	    bpf_xdp_adjust_tail(ctx, -(int)len))
 		return -1;
 	return 0;
 }

@@ -371,7 +371,7 @@ func parseAggStandard(b []byte) ([]stdAgg, error) {
 
 // TestEPPingAggregatedStandard compares the standard format of aggregated
 // mode: ePPing's lines and rttscope's have the same layout (rttscope adds
-// ", p90=X ms, p99=X ms" at the end), equal counters and equal global
+// ", p90=X ms, p99=X ms [tcp_ts=N icmp=N]" at the end), equal counters and equal global
 // lines.
 func TestEPPingAggregatedStandard(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -433,8 +433,8 @@ func TestEPPingAggregatedStandard(t *testing.T) {
 		if w.hasRTTs && (absDiff(w.min, g.min) > eppingRTTTolNS || absDiff(w.max, g.max) > eppingRTTTolNS) {
 			t.Errorf("%s, interval ending %d: min/max ePPing %d/%d, rttscope %d/%d", w.key, end, w.min, w.max, g.min, g.max)
 		}
-		if w.hasRTTs && !regexp.MustCompile(`^, p90=\S+ ms, p99=\S+ ms$`).MatchString(g.extra) {
-			t.Errorf("%s: rttscope's additions %q: want , p90=X ms, p99=X ms", w.key, g.extra)
+		if w.hasRTTs && !regexp.MustCompile(`^, p90=\S+ ms, p99=\S+ ms \[(tcp_ts|icmp)=\d+( icmp=\d+)?\]$`).MatchString(g.extra) {
+			t.Errorf("%s: rttscope's additions %q: want , p90=X ms, p99=X ms [tcp_ts=N icmp=N]", w.key, g.extra)
 		}
 	}
 	if compared < 12 {

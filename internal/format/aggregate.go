@@ -33,9 +33,10 @@ func (w *writer) WriteAggregate(a *events.Aggregate) error {
 
 // appendAggregateStandard appends ePPing's line, then rttscope's p90/p99:
 //
-//	HH:MM:SS.nnnnnnnnn: PREFIX -> rxpkts=N, rxbytes=N, txpkts=N, txbytes=N, rtt-count=N, min=X ms, mean=X ms, median=X ms, p95=X ms, max=X ms, p90=X ms, p99=X ms
+//	HH:MM:SS.nnnnnnnnn: PREFIX -> rxpkts=N, rxbytes=N, txpkts=N, txbytes=N, rtt-count=N, min=X ms, mean=X ms, median=X ms, p95=X ms, max=X ms, p90=X ms, p99=X ms [tcp_ts=N ...]
 //
-// (no rtt part without samples; minimal output has no traffic part; a
+// (no rtt part without samples; the bracket counts the samples of each
+// source that has some; minimal output has no traffic part; a
 // prefix dropped by --anonymize drop shows as "#ID").
 func appendAggregateStandard(b []byte, a *events.Aggregate, st *style) []byte {
 	b = appendTimeOfDay(b, a.Time, st.loc)
@@ -73,7 +74,29 @@ func appendAggregateStandard(b []byte, a *events.Aggregate, st *style) []byte {
 		b = appendMillis(b, f.v)
 		b = append(b, " ms"...)
 	}
+	b = appendSourcesStandard(b, &a.BySource)
 	return append(b, '\n')
+}
+
+// appendDistStandard appends " n=N min=X mean=X p50=X p90=X p95=X
+// p99=X max=X ms" for the minimum, mean, quantiles and maximum in v, or
+// " n=0" without samples.
+func appendDistStandard(b []byte, n uint64, v [7]time.Duration, bySource *[events.NumSources]uint64) []byte {
+	b = append(b, " n="...)
+	b = strconv.AppendUint(b, n, 10)
+	if bySource != nil {
+		b = appendSourcesStandard(b, bySource)
+	}
+	if n == 0 {
+		return b
+	}
+	for i, name := range [...]string{"min", "mean", "p50", "p90", "p95", "p99", "max"} {
+		b = append(b, ' ')
+		b = append(b, name...)
+		b = append(b, '=')
+		b = appendMillis(b, v[i])
+	}
+	return append(b, " ms"...)
 }
 
 // appendPrefix appends the prefix, or "#ID" for one that was dropped.
@@ -144,7 +167,8 @@ func appendProtocols(b []byte, key string, t *events.Traffic) []byte {
 }
 
 // appendAggregateJSON appends an aggregate object: ePPing's fields, then
-// rttscope's (type, interval_start, p90_rtt, p99_rtt, rtt_histogram as
+// rttscope's (type, interval_start, count_by_source (the samples of
+// each source that has some), p90_rtt, p99_rtt, rtt_histogram as
 // [lower_ns, upper_ns, count] of the non-empty log-linear bins with
 // upper_ns null for the overflow bin, rx_protocols, tx_protocols). The RTT
 // fields are present only with samples, as in ePPing. A prefix dropped by
@@ -195,29 +219,13 @@ func appendAggregateJSON(b []byte, a *events.Aggregate, st *style) []byte {
 	b = appendInt(b, "interval_start", a.Start)
 	if a.Count > 0 {
 		b = append(b, ',')
+		b = appendSourcesJSON(b, &a.BySource)
+		b = append(b, ',')
 		b = appendInt(b, "p90_rtt", int64(a.P90))
 		b = append(b, ',')
 		b = appendInt(b, "p99_rtt", int64(a.P99))
 		b = append(b, ',')
-		b = appendKey(b, "rtt_histogram")
-		b = append(b, '[')
-		for i, hb := range a.Histogram {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, '[')
-			b = strconv.AppendUint(b, hb.Lower, 10)
-			b = append(b, ',')
-			if hb.Upper == 0 {
-				b = append(b, "null"...)
-			} else {
-				b = strconv.AppendUint(b, hb.Upper, 10)
-			}
-			b = append(b, ',')
-			b = strconv.AppendUint(b, hb.Count, 10)
-			b = append(b, ']')
-		}
-		b = append(b, ']')
+		b = appendHistogramJSON(b, "rtt_histogram", a.Histogram)
 	}
 	if !st.minimal {
 		b = append(b, ',')
@@ -226,6 +234,30 @@ func appendAggregateJSON(b []byte, a *events.Aggregate, st *style) []byte {
 		b = appendProtocols(b, "tx_protocols", &a.TX)
 	}
 	return append(b, '}')
+}
+
+// appendHistogramJSON appends "key":[[lower_ns,upper_ns,count],...] of
+// the non-empty bins (upper_ns null for the overflow bin).
+func appendHistogramJSON(b []byte, key string, bins []events.HistBin) []byte {
+	b = appendKey(b, key)
+	b = append(b, '[')
+	for i, hb := range bins {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendUint(b, hb.Lower, 10)
+		b = append(b, ',')
+		if hb.Upper == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = strconv.AppendUint(b, hb.Upper, 10)
+		}
+		b = append(b, ',')
+		b = strconv.AppendUint(b, hb.Count, 10)
+		b = append(b, ']')
+	}
+	return append(b, ']')
 }
 
 // appendMetaStandard appends ePPing's first line of aggregated output:
