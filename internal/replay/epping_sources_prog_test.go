@@ -26,7 +26,7 @@ func TestSeqFlowCounters(t *testing.T) {
 		t.Run(pc.name, func(t *testing.T) {
 			h := newHarness(t, seqConfig(loader.TCPAuto))
 			h.run([]step{
-				{0, p.seg(true, 1000, 5000, 100), true},      // a active, timed: end 1100
+				{0, p.seg(true, 1000, 5000, 100), true},       // a active, timed: end 1100
 				{10 * ms, p.seg(false, 5000, 1100, 0), false}, // sample of a's
 				{20 * ms, p.seg(false, 5000, 1100, 300), false},
 				{25 * ms, p.seg(true, 1100, 5300, 0), true}, // sample of b's
