@@ -497,30 +497,51 @@ static __always_inline void match_packet(struct packet_info *p,
 	record_sample(p, key, orig, snd, orig_side, p->time - sent);
 }
 
+/* Whether d, closed by its FIN, still waits for ACKs of timed data (or of
+ * the FIN itself) that may_match() lets through: not for ePPing's sources,
+ * whose replies a closed direction no longer takes. */
+static __always_inline bool awaits_acks(const struct flow_dir_state *d)
+{
+	return d->conn_state == CONN_CLOSED && d->outstanding &&
+	       d->last_source != RTT_SOURCE_TCP_TS &&
+	       d->last_source != RTT_SOURCE_ICMP;
+}
+
 /* A FIN closes the sender's direction, an RST both; each direction that
  * had opened reports its closing, named as its samples are. The flow goes
- * once neither direction is active. */
+ * once neither direction is active (ePPing's rule), after a FIN only once
+ * no closed direction awaits ACKs: a reply to a closed direction checks
+ * again. */
 static __always_inline void close_flow(struct packet_info *p,
 				       struct network_tuple *key,
 				       struct flow_state *fs,
 				       struct flow_dir_state *snd,
 				       struct flow_dir_state *orig)
 {
-	if (p->event_type != FLOW_EVENT_CLOSING)
+	__u8 reason = p->event_reason;
+
+	if (p->event_type == FLOW_EVENT_CLOSING) {
+		if (snd->conn_state == CONN_OPEN)
+			send_flow_event(p, true, packet_time(p),
+					FLOW_EVENT_CLOSING, reason);
+		snd->conn_state = CONN_CLOSED;
+		if (reason == EVENT_REASON_RST) {
+			if (orig->conn_state == CONN_OPEN)
+				send_flow_event(p, false, packet_time(p),
+						FLOW_EVENT_CLOSING, reason);
+			orig->conn_state = CONN_CLOSED;
+		}
+	} else if (!p->reply_valid || orig->conn_state != CONN_CLOSED) {
 		return;
-	if (snd->conn_state == CONN_OPEN)
-		send_flow_event(p, true, packet_time(p), FLOW_EVENT_CLOSING,
-				p->event_reason);
-	snd->conn_state = CONN_CLOSED;
-	if (p->event_reason == EVENT_REASON_RST) {
-		if (orig->conn_state == CONN_OPEN)
-			send_flow_event(p, false, packet_time(p),
-					FLOW_EVENT_CLOSING, p->event_reason);
-		orig->conn_state = CONN_CLOSED;
+	} else {
+		reason = EVENT_REASON_FIN; /* the close it waited for */
 	}
 	if (dir_active(snd) || dir_active(orig))
 		return;
-	summary_emit(key, fs, packet_time(p), p->event_reason);
+	if (reason != EVENT_REASON_RST &&
+	    (awaits_acks(snd) || awaits_acks(orig)))
+		return;
+	summary_emit(key, fs, packet_time(p), reason);
 	if (bpf_map_delete_elem(&flow_map, key) == 0)
 		count(COUNTER_FLOWS_DELETED);
 }

@@ -154,3 +154,46 @@ func TestAutoModeAggregateClasses(t *testing.T) {
 		}
 	}
 }
+
+// TestSeqAcksAfterFIN: a sender that closes (FIN) while its last data is
+// in flight, to a receiver that never sent data (its direction never
+// became active): the sequence source still takes the ACKs (the flow stays
+// until the last timed range is answered, then goes), where ePPing's
+// timestamp source, as ePPing, ends the flow at the FIN and takes none.
+func TestSeqAcksAfterFIN(t *testing.T) {
+	p := pathV4
+	t.Run("sequence", func(t *testing.T) {
+		h := newHarness(t, seqConfig(loader.TCPAuto))
+		h.run([]step{
+			{0, p.seg(true, 1000, 5000, 100), true},
+			{10 * ms, p.seg(false, 5000, 1100, 0), false},
+			{20 * ms, p.seg(true, 1100, 5000, 100), true},      // timed: end 1200
+			{21 * ms, p.seg(true, 1200, 5000, 0, fin), true},   // a closes; not timed (one range at a time)
+			{30 * ms, p.seg(false, 5000, 1200, 0), false},      // a's data: 10 ms; nothing awaited: the flow goes
+			{31 * ms, p.seg(false, 5000, 1201, 0, fin), false}, // no flow: nothing
+		})
+		rtts := h.takeRTTs()
+		if len(rtts) != 2 || rtts[1].RTT != 10*time.Millisecond || rtts[1].Source != events.SourceTCPSeq {
+			t.Errorf("samples %+v: want two tcp_seq, the second 10 ms after the FIN", rtts)
+		}
+		if s := h.stats(); s.Flows != 0 || s.FlowsDeleted != 1 {
+			t.Errorf("stats %+v: want the flow deleted once", s)
+		}
+	})
+	t.Run("timestamps", func(t *testing.T) {
+		h := newHarness(t, seqConfig(loader.TCPAuto))
+		h.run([]step{
+			{0, p.data(true, 1, 0, 100), true},
+			{10 * ms, p.ack(false, 7, 1), false},
+			{20 * ms, p.data(true, 2, 7, 100), true},
+			{21 * ms, p.tcp(true, pktcraft.TCP{ACK: true, FIN: true, TSval: 3, TSecr: 7}), true},
+			{30 * ms, p.ack(false, 8, 2), false},
+		})
+		if rtts := h.takeRTTs(); len(rtts) != 1 {
+			t.Errorf("samples %+v: want one (ePPing's rule: none after the FIN)", rtts)
+		}
+		if s := h.stats(); s.Flows != 0 || s.FlowsDeleted != 1 {
+			t.Errorf("stats %+v: want the flow deleted at the FIN", s)
+		}
+	})
+}
