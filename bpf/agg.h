@@ -32,22 +32,48 @@ enum proto_class {
 	PROTO_CLASSES = 4,
 };
 
+/* ePPing's traffic classes (its rx_stats/tx_stats): TCP packets with the
+ * timestamp option (the ones tracked), other TCP, everything else. */
+enum epping_class {
+	EPP_TCP_TS = 0,
+	EPP_TCP_NOTS = 1,
+	EPP_OTHER = 2,
+	EPP_CLASSES = 3,
+};
+
 struct traffic_counters {
 	__u64 pkts[PROTO_CLASSES];
 	__u64 bytes[PROTO_CLASSES]; /* IP header + payload */
 	__u64 ecn[4]; /* packets by ECN codepoint (tos & 3) */
+	__u64 epp_pkts[EPP_CLASSES];
+	__u64 epp_bytes[EPP_CLASSES]; /* from the link-layer header on */
 };
 
+/* ePPing's histogram: 250 linear bins of 4 ms, the last one open-ended. */
+#define AGG_LIN_BINS  250
+#define AGG_LIN_WIDTH (4 * NS_PER_MS)
+
 struct agg_stats {
-	struct traffic_counters rx; /* ingress, from the prefix */
-	struct traffic_counters tx; /* egress, to the prefix */
+	struct traffic_counters rx; /* packets from the prefix */
+	struct traffic_counters tx; /* packets to the prefix */
 	__u64 rtt_count;
 	__u64 rtt_sum;
 	__u64 rtt_min;
 	__u64 rtt_max;
 	__u32 hist[HIST_BINS];
+	__u32 lin_hist[AGG_LIN_BINS];
 	__u32 reserved;
 	__u32 source_count[RTT_SOURCES]; /* samples by enum rtt_source */
+};
+
+/* ePPing's global counters, since the start: user space reports their
+ * differences per interval. proto_* are indexed by IP protocol. */
+struct agg_global {
+	__u64 proto_pkts[256];
+	__u64 proto_bytes[256]; /* from the link-layer header on */
+	__u64 nonip_pkts;
+	__u64 nonip_bytes;
+	__u64 ecn[4];
 };
 
 _Static_assert(sizeof(struct agg_key) == 20, "agg_key layout");
@@ -71,6 +97,13 @@ struct {
 	__type(value, struct agg_stats);
 	__uint(max_entries, 1);
 } agg_zero SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct agg_global);
+	__uint(max_entries, 1);
+} agg_global_map SEC(".maps");
 
 /* Which of agg_map0/agg_map1 the programs write to; user space flips it. */
 __u32 agg_epoch = 0;
@@ -104,7 +137,12 @@ static __always_inline void make_agg_key(struct agg_key *k,
 	k->reserved = 0;
 }
 
-static __always_inline struct agg_stats *get_agg_stats(struct agg_key *k)
+/* The stats of prefix k. A prefix gets an entry of its own only from a
+ * tracked packet (create), as in ePPing: other traffic of a prefix without
+ * one, and everything when the map is full, goes to the backup entry of
+ * its family, prefix length 0 (0.0.0.0/0, ::/0). */
+static __always_inline struct agg_stats *get_agg_stats(struct agg_key *k,
+						       bool create)
 {
 	void *map = (agg_epoch & 1) ? (void *)&agg_map1 : (void *)&agg_map0;
 	struct agg_stats *s;
@@ -118,11 +156,20 @@ static __always_inline struct agg_stats *get_agg_stats(struct agg_key *k)
 	init = bpf_map_lookup_elem(&agg_zero, &zero);
 	if (!init)
 		return NULL;
-	ret = bpf_map_update_elem(map, k, init, BPF_NOEXIST);
-	if (ret == -E2BIG_ERR) {
+	if (create) {
+		ret = bpf_map_update_elem(map, k, init, BPF_NOEXIST);
+		if (ret != -E2BIG_ERR)
+			return bpf_map_lookup_elem(map, k);
 		count(COUNTER_AGG_MAP_FULL);
-		return NULL;
 	}
+	__builtin_memset(&k->prefix, 0, sizeof(k->prefix));
+	k->prefix_len = 0;
+	s = bpf_map_lookup_elem(map, k);
+	if (s)
+		return s;
+	/* The backup entries are made on first use; room for them is kept
+	 * (PrefixMapSize counts two more). */
+	bpf_map_update_elem(map, k, init, BPF_NOEXIST);
 	return bpf_map_lookup_elem(map, k);
 }
 
@@ -140,31 +187,71 @@ static __always_inline __u32 proto_class(__u16 proto)
 	return PROTO_CLASS_OTHER;
 }
 
-/* Counts one IP packet for the prefix of its remote end (global function:
- * verified once, on its own). */
-__noinline int agg_count_packet(struct packet_info *p)
+static __always_inline void count_traffic(struct traffic_counters *tc,
+					  struct packet_info *p, __u32 epp)
 {
-	struct traffic_counters *tc;
-	struct agg_stats *s;
-	struct agg_key k;
-	bool use_src;
-	__u32 cls;
+	__u32 cls = proto_class(p->pid.flow.proto) & (PROTO_CLASSES - 1);
 
-	if (!p)
-		return 0;
-	/* Ingress: the remote end is the source; egress: the destination. */
-	use_src = !p->is_egress != cfg_agg_reverse;
-	make_agg_key(&k,
-		     use_src ? &p->pid.flow.saddr.ip : &p->pid.flow.daddr.ip,
-		     p->pid.flow.ipv);
-	s = get_agg_stats(&k);
-	if (!s)
-		return 0;
-	tc = p->is_egress ? &s->tx : &s->rx;
-	cls = proto_class(p->pid.flow.proto) & (PROTO_CLASSES - 1);
 	tc->pkts[cls]++;
 	tc->bytes[cls] += p->l3_len;
 	tc->ecn[p->ip_tos & 3]++;
+	barrier_var(epp);
+	if (epp < EPP_CLASSES) {
+		tc->epp_pkts[epp]++;
+		tc->epp_bytes[epp] += p->l2_len + p->l3_len;
+	}
+}
+
+/* Counts one IP packet, as ePPing does: for the prefix of its source (rx:
+ * from the prefix) and of its destination (tx: to the prefix). tracked: a
+ * packet of an RTT source (it may create prefix entries). A global
+ * function: verified once, on its own. */
+__noinline int agg_count_packet(struct packet_info *p, bool tracked)
+{
+	struct agg_stats *s;
+	struct agg_key k;
+	__u32 epp;
+
+	if (!p)
+		return 0;
+	/* ePPing's classes whatever source measures the packet: a TCP
+	 * segment without the option is TCP_noTS also when the sequence
+	 * source tracks it (docs/epping.md). */
+	epp = p->pid.flow.proto != IPPROTO_TCP ? EPP_OTHER :
+	      p->tcp_ts			       ? EPP_TCP_TS :
+						 EPP_TCP_NOTS;
+	make_agg_key(&k, &p->pid.flow.saddr.ip, p->pid.flow.ipv);
+	s = get_agg_stats(&k, tracked);
+	if (s)
+		count_traffic(&s->rx, p, epp);
+	make_agg_key(&k, &p->pid.flow.daddr.ip, p->pid.flow.ipv);
+	s = get_agg_stats(&k, tracked);
+	if (s)
+		count_traffic(&s->tx, p, epp);
+	return 0;
+}
+
+/* ePPing's global record: every packet by IP protocol (non-IP apart) and
+ * ECN codepoint. pkt_len is used for packets that are not IP. */
+__noinline int agg_count_global(struct packet_info *p, __u32 pkt_len)
+{
+	struct agg_global *g;
+	__u32 zero = 0, proto;
+
+	if (!p)
+		return 0;
+	g = bpf_map_lookup_elem(&agg_global_map, &zero);
+	if (!g)
+		return 0;
+	if (!p->l3_valid) {
+		g->nonip_pkts++;
+		g->nonip_bytes += pkt_len;
+		return 0;
+	}
+	proto = p->pid.flow.proto & 0xff;
+	g->proto_pkts[proto]++;
+	g->proto_bytes[proto] += p->l2_len + p->l3_len;
+	g->ecn[p->ip_tos & 3]++;
 	return 0;
 }
 
@@ -182,7 +269,7 @@ __noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
 		     cfg_agg_reverse ? &p->pid.flow.daddr.ip :
 				       &p->pid.flow.saddr.ip,
 		     p->pid.flow.ipv);
-	s = get_agg_stats(&k);
+	s = get_agg_stats(&k, true);
 	if (!s)
 		return 0;
 	if (!s->rtt_count || rtt < s->rtt_min)
@@ -199,6 +286,11 @@ __noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
 	barrier_var(bin);
 	if (bin < HIST_BINS)
 		s->hist[bin]++;
+	bin = rtt < AGG_LIN_BINS * AGG_LIN_WIDTH ? rtt / AGG_LIN_WIDTH :
+						   AGG_LIN_BINS - 1;
+	barrier_var(bin);
+	if (bin < AGG_LIN_BINS)
+		s->lin_hist[bin]++;
 	count(COUNTER_AGG_SAMPLES);
 	return 0;
 }

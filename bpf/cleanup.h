@@ -18,8 +18,9 @@ static __always_inline __u64 cleanup_now(void)
 	return cfg_replay ? replay_now : bpf_ktime_get_ns();
 }
 
-static __always_inline void send_timeout_event(struct network_tuple *key,
-					       struct flow_state *fs, __u64 now)
+/* flow names the direction that timed out as its samples are named. */
+static __always_inline void send_timeout_event(const struct network_tuple *flow,
+					       __u64 now)
 {
 	struct flow_event *e;
 
@@ -31,13 +32,11 @@ static __always_inline void send_timeout_event(struct network_tuple *key,
 	e->event_type = EVENT_TYPE_FLOW;
 	e->ifindex = 0;
 	e->timestamp = now;
-	if (fs->opener == 0)
-		e->flow = *key;
-	else
-		reverse_tuple(key, &e->flow);
+	e->seen = now;
+	e->flow = *flow;
 	e->flow_event_type = FLOW_EVENT_CLOSING;
 	e->reason = EVENT_REASON_FLOW_TIMEOUT;
-	e->triggered_by_src = 1;
+	e->source = EVENT_SOURCE_GC;
 	e->reserved = 0;
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_FLOW_EVENTS);
@@ -47,7 +46,7 @@ static __always_inline void send_timeout_event(struct network_tuple *key,
 static __always_inline void expire_flow(const struct network_tuple *kp,
 					struct flow_state *fs, __u64 now)
 {
-	struct network_tuple key;
+	struct network_tuple key, rev;
 	__u64 timeout, last_seen;
 
 	/* Most entries are not due: decide that before anything else. */
@@ -58,8 +57,14 @@ static __always_inline void expire_flow(const struct network_tuple *kp,
 		return;
 
 	key = *kp;
-	if (!fs->closing_sent && !cfg_aggregate)
-		send_timeout_event(&key, fs, now);
+	/* Each direction that had opened reports its closing: dir[0] is
+	 * sent by key.saddr and named from the side that answers it. */
+	if (!cfg_aggregate && fs->dir[0].conn_state == CONN_OPEN) {
+		reverse_tuple(&key, &rev);
+		send_timeout_event(&rev, now);
+	}
+	if (!cfg_aggregate && fs->dir[1].conn_state == CONN_OPEN)
+		send_timeout_event(&key, now);
 	summary_emit(&key, fs, now, EVENT_REASON_FLOW_TIMEOUT);
 	if (bpf_map_delete_elem(&flow_map, &key) == 0) {
 		count(COUNTER_FLOWS_TIMED_OUT);

@@ -41,6 +41,9 @@ volatile const bool cfg_track_quic = false;
 volatile const __u16 cfg_quic_ports[QUIC_PORTS] = {443, 0, 0, 0};
 /* Timestamp SYNs and let them open flows (may fill state under SYN floods). */
 volatile const bool cfg_include_syn = false;
+/* Also timestamp the TSval a TCP flow is first seen with (ePPing waits for
+ * the next one: an unseen earlier packet may have carried it). */
+volatile const bool cfg_sample_first_tsval = false;
 /* Skip timestamping ingress packets addressed to this host (their replies
  * measure local application delay). Off with --include-local and in replay. */
 volatile const bool cfg_local_filter = true;

@@ -30,6 +30,14 @@ enum flow_event_reason {
 	EVENT_REASON_FLOW_TIMEOUT = 6,
 };
 
+/* Who caused a flow event, relative to the event's flow: its source, its
+ * destination, or the expiry of idle state. */
+enum flow_event_source {
+	EVENT_SOURCE_DEST = 0,
+	EVENT_SOURCE_SRC = 1,
+	EVENT_SOURCE_GC = 2,
+};
+
 /* What an RTT sample was measured with: the identifier space of a
  * timestamp (the ts_map key carries it in flow.reserved) and the "source"
  * of every output format. */
@@ -83,22 +91,29 @@ struct flow_event {
 	__u32 event_type;
 	__u32 ifindex;
 	__u64 timestamp;
-	struct network_tuple flow; /* direction of the opening packet */
+	/* ePPing's naming: the direction whose state changed, named as its
+	 * RTT samples are, from the side that answers it */
+	struct network_tuple flow;
 	__u8 flow_event_type;
 	__u8 reason;
-	__u8 triggered_by_src;
+	__u8 source; /* enum flow_event_source */
 	__u8 reserved;
+	/* when the event happened: the packet (or cleanup) that caused it.
+	 * timestamp is earlier for openings, which carry ePPing's time (the
+	 * direction's last timestamp attempt); replay orders by this one. */
+	__u64 seen;
 };
 
 _Static_assert(sizeof(struct network_tuple) == 44, "network_tuple layout");
 _Static_assert(sizeof(struct rtt_event) == 128, "rtt_event layout");
-_Static_assert(sizeof(struct flow_event) == 64, "flow_event layout");
+_Static_assert(sizeof(struct flow_event) == 72, "flow_event layout");
 _Static_assert(sizeof(struct rtt_named_event) == 392, "rtt_named_event layout");
 
 /* No map or global function names these types: exported for bpf2go. */
 BTF_EXPORT(enum event_type, event_type);
 BTF_EXPORT(enum flow_event_type, flow_event_type);
 BTF_EXPORT(enum flow_event_reason, flow_event_reason);
+BTF_EXPORT(enum flow_event_source, flow_event_source);
 BTF_EXPORT(enum rtt_source, rtt_source);
 BTF_EXPORT(struct rtt_event, rtt_event);
 BTF_EXPORT(struct flow_event, flow_event);

@@ -124,10 +124,21 @@ __noinline int evict_flow(__u64 now)
 	return 0;
 }
 
+/* The flow key of evict_ts's candidate, per CPU: a map value rather than
+ * a stack copy keeps evict_ts's frame small. It is the deepest call of the
+ * data path, and the batched replay's whole call chain must fit older
+ * verifiers' 512 bytes (6.1; see replay_last). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct network_tuple);
+	__uint(max_entries, 1);
+} evict_scratch SEC(".maps");
+
 /* Deletes one replaceable timestamp. Returns 1 when it made room. */
 __noinline int evict_ts(__u64 now)
 {
-	struct network_tuple fkey;
+	struct network_tuple *fkey;
 	struct flow_state *fs;
 	struct packet_id *pid;
 	struct ts_ring *r;
@@ -136,6 +147,9 @@ __noinline int evict_ts(__u64 now)
 
 	r = bpf_map_lookup_elem(&ts_ring, &zero);
 	if (!r)
+		return 0;
+	fkey = bpf_map_lookup_elem(&evict_scratch, &zero);
+	if (!fkey)
 		return 0;
 	head = r->head;
 	tail = r->tail;
@@ -147,8 +161,8 @@ __noinline int evict_ts(__u64 now)
 		ts = bpf_map_lookup_elem(&ts_map, pid);
 		if (!ts)
 			continue;
-		side = canonical_tuple(&pid->flow, &fkey) & SIDE_MASK;
-		fs = bpf_map_lookup_elem(&flow_map, &fkey);
+		side = canonical_tuple(&pid->flow, fkey) & SIDE_MASK;
+		fs = bpf_map_lookup_elem(&flow_map, fkey);
 		if (fs && fs->dir[side].min_rtt && now > *ts &&
 		    now - *ts <= cfg_ts_timeout_ns)
 			continue;

@@ -10,22 +10,46 @@
  * its sender (what one side receives is what the other sends), so the two
  * directions, often handled on two CPUs, do not take each other's cache
  * lines away on every packet. The fields written per packet come first,
- * those written per sample after them. */
+ * those written per sample after them, those written once per direction
+ * last.
+ *
+ * A direction follows ePPing's life cycle (conn_state): it becomes active
+ * (WAITOPEN) with its first packet worth timestamping, opens when the other
+ * side answers, and closes with its FIN or either side's RST. Only an
+ * active direction is timestamped and matched, and its packet counters
+ * (ePPing's sent_/rec_ packets and bytes) run from its activation: the
+ * totals below run from the flow's creation, and the base_* fields keep
+ * what they were at activation, so no packet writes the other side's half. */
 struct flow_dir_state {
-	__u64 sent_pkts;
-	__u64 sent_bytes;
+	__u64 sent_pkts; /* tracked packets this side sent since the flow began */
+	__u64 sent_bytes; /* their payload bytes (after the transport header) */
 	__u64 last_seen; /* time of this side's last packet */
 	__u64 last_timestamp; /* time of the last timestamp attempt */
 	__u32 last_id; /* newest identifier seen in this direction */
-	__u8 has_last_id;
-	__u8 fin_seen;
+	__u8 ts_attempted; /* a timestamp was attempted since activation */
+	__u8 conn_state; /* enum conn_state */
 	__u8 local_dst; /* enum local_dst: its packets are for this host */
-	__u8 reserved;
+	__u8 open_reason; /* enum flow_event_reason of the activation */
 	__u64 min_rtt;
 	__u64 srtt;
 	__u32 outstanding; /* timestamps not yet matched (approximate) */
-	__u32 reserved2;
+	__u8 last_source; /* enum rtt_source of last_id */
+	__u8 reserved[3];
+	__u64 base_sent_pkts, base_sent_bytes; /* own totals at activation */
+	__u64 base_rec_pkts, base_rec_bytes; /* the other side's, likewise */
 };
+
+enum conn_state {
+	CONN_EMPTY = 0, /* nothing worth timestamping sent yet */
+	CONN_WAITOPEN = 1, /* active, not answered yet */
+	CONN_OPEN = 2, /* active and answered: an opening event was sent */
+	CONN_CLOSED = 3, /* FIN or RST seen: never active again */
+};
+
+static __always_inline bool dir_active(const struct flow_dir_state *d)
+{
+	return d->conn_state == CONN_WAITOPEN || d->conn_state == CONN_OPEN;
+}
 
 enum local_dst {
 	LOCAL_DST_UNKNOWN = 0, /* not asked yet */
@@ -65,8 +89,7 @@ enum quic_spin_flags {
 struct flow_state {
 	struct flow_dir_state dir[2]; /* [0]: sent by key.saddr */
 	__u8 opener; /* index of the side that opened it */
-	__u8 closing_sent; /* a closing event was reported */
-	__u8 reserved[6];
+	__u8 reserved[7];
 	/* State of the sources that keep some per flow direction, after the
 	 * rest: the common path does not touch it. One flow is TCP or UDP,
 	 * so they share the space. */

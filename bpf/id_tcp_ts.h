@@ -30,24 +30,32 @@ static __always_inline int tcp_ts_first(struct tcphdr *tcph, __u32 hdrlen,
 }
 
 /* Fills the identifiers and flow events of a TCP packet. Returns -1 when the
- * packet has nothing to offer (no timestamp option, malformed header). */
+ * packet is not tracked: no enabled source gives it identifiers, or its
+ * header is malformed. As in ePPing, untracked packets are invisible to the
+ * flow state: they open, close and count nothing. With the timestamp source
+ * alone (ePPing's configuration) that is ePPing's rule: segments without
+ * the option, and SYNs without --include-SYN. The sequence source (auto
+ * and seq modes) and the handshake source track the segments they time or
+ * take replies from, DNS over TCP the segments that carry a message. */
 static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 						void *l4, struct packet_info *p)
 {
 	struct tcphdr *tcph = l4;
 	struct tcp_ts_opt ts;
 	__u32 hdrlen, off;
-	bool has_payload;
 	int ret;
 
 	if ((void *)(tcph + 1) > pctx->data_end)
 		return -1;
 	hdrlen = tcph->doff * 4;
-	if (hdrlen < sizeof(*tcph))
+	if (hdrlen < sizeof(*tcph) || p->l3_len < p->l4_offset + hdrlen)
+		return -1;
+	if (tcph->syn && !cfg_include_syn && !cfg_track_tcp_handshake)
 		return -1;
 
 	p->pid.flow.saddr.port = tcph->source;
 	p->pid.flow.daddr.port = tcph->dest;
+	p->payload = p->l3_len - p->l4_offset - hdrlen;
 
 	if (tcph->rst) {
 		p->event_type = FLOW_EVENT_CLOSING;
@@ -61,19 +69,6 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 			tcph->ack ? EVENT_REASON_SYN_ACK : EVENT_REASON_SYN;
 	}
 
-	/* DNS over TCP (id_dns.h): a segment carrying a message takes the
-	 * DNS identifiers instead of the TCP ones. */
-	if (cfg_track_dns && !parse_dns_tcp(pctx, tcph, hdrlen, p))
-		return 0;
-	if (!cfg_track_tcp && !cfg_track_tcp_handshake)
-		return 0; /* DNS only: flow state, no identifiers */
-
-	/* Sequence numbers instead (id_tcp_seq.h): always in seq mode, for
-	 * the handshake's SYNs, and in auto mode without the option. */
-	if ((cfg_track_tcp && cfg_tcp_mode == TCP_MODE_SEQ) ||
-	    (tcph->syn && cfg_track_tcp_handshake))
-		return parse_tcp_seq(tcph, hdrlen, p);
-
 	ret = tcp_ts_first(tcph, hdrlen, pctx->data_end, &ts);
 	if (ret < 0) {
 		off = l4 - pctx->data;
@@ -82,24 +77,36 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 		else
 			ret = tcp_ts_skb(pctx->ctx, off, &ts);
 	}
-	if (ret < 0 && tcp_seq_used())
+	/* ePPing's class of the packet (aggregated rx_stats/tx_stats): the
+	 * segments it tracks, whatever source measures them here. */
+	p->tcp_ts = ret == 0 && (!tcph->syn || cfg_include_syn);
+
+	/* DNS over TCP (id_dns.h): a segment carrying a message takes the
+	 * DNS identifiers instead of the TCP ones. */
+	if (cfg_track_dns && !parse_dns_tcp(pctx, tcph, hdrlen, p))
+		return 0;
+	if (!cfg_track_tcp && !cfg_track_tcp_handshake)
+		return -1; /* DNS only: no identifiers in other segments */
+
+	/* Sequence numbers instead (id_tcp_seq.h): always in seq mode, for
+	 * the handshake's SYNs, and in auto mode without the option. */
+	if ((cfg_track_tcp && cfg_tcp_mode == TCP_MODE_SEQ) ||
+	    (tcph->syn && cfg_track_tcp_handshake) ||
+	    (ret < 0 && tcp_seq_used()))
 		return parse_tcp_seq(tcph, hdrlen, p);
 	if (ret < 0)
-		return 0; /* still counts for flow state, no identifiers */
+		return -1;
 	/* The handshake's last ACK answers a SYN-ACK timed by sequence. */
 	if (cfg_track_tcp_handshake)
 		parse_tcp_ack(tcph, p);
 	if (!cfg_track_tcp)
 		return 0; /* handshake samples only */
 
-	/* A pure ACK elicits no reply of its own: timestamping it would give
-	 * samples inflated by the peer's next send. */
-	has_payload = p->l3_len > p->l4_offset + hdrlen;
+	/* Packets without payload (pure ACKs, bare FINs) elicit no reply of
+	 * their own: timestamping them would give samples inflated by the
+	 * peer's next send. */
 	p->pid.identifier = ts.tsval;
-	p->pid_valid =
-		has_payload || tcph->fin || (tcph->syn && cfg_include_syn);
-	if (tcph->syn && !cfg_include_syn)
-		p->pid_valid = false;
+	p->pid_valid = p->payload > 0 || tcph->syn;
 
 	/* TSecr is only meaningful with the ACK flag. */
 	p->reply_id = ts.tsecr;

@@ -65,15 +65,23 @@ _Static_assert(__builtin_offsetof(struct tcp_seg, kind) ==
 			       __builtin_offsetof(struct quic_info, kind),
 	       "the kind byte of the source infos");
 
+/* Kept at 96 bytes (the flags are bits, the small lengths narrow): it
+ * lives on handle_packet's stack, and the batched replay's call chain is at
+ * 6.1's 512-byte limit (replay_last). */
 struct packet_info {
 	__u64 time;
 	__u32 l3_len; /* IP header + payload, the byte counters' unit */
-	__u32 l4_offset; /* bytes from the IP header to the L4 header */
+	__u32 payload; /* bytes after the transport header: the flow counters' unit */
+	__u16 l4_offset; /* bytes from the IP header to the L4 header */
+	__u8 l2_len; /* link-layer header bytes (Ethernet, VLAN tags) */
+	bool is_egress : 1;
+	bool l3_valid : 1; /* addresses, l3_len, ip_tos and proto are set */
+	bool pid_valid : 1; /* pid.identifier should be timestamped */
+	bool reply_valid : 1; /* reply_id answers an earlier identifier */
+	/* A TCP segment ePPing tracks: the timestamp option, and not a SYN
+	 * unless --include-SYN (its TCP_TS traffic class). */
+	bool tcp_ts : 1;
 	__u32 ifindex;
-	bool is_egress;
-	bool l3_valid; /* addresses, l3_len, ip_tos and proto are set */
-	bool pid_valid; /* pid.identifier should be timestamped */
-	bool reply_valid; /* reply_id answers an earlier identifier */
 	__u8 event_type; /* enum flow_event_type caused by this packet */
 	__u8 event_reason; /* enum flow_event_reason */
 	__u8 ip_tos;
@@ -89,5 +97,7 @@ struct packet_info {
 		struct quic_info quic;
 	};
 };
+
+_Static_assert(sizeof(struct packet_info) == 96, "packet_info size");
 
 #endif /* RTTSCOPE_PACKET_H */

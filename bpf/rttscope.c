@@ -41,6 +41,7 @@ static __always_inline int parse_packet(struct parsing_context *pctx,
 		return -1;
 
 	p->l4_offset = pos - l3;
+	p->l2_len = l3 - pctx->data;
 	p->pid.flow.proto = l4proto;
 	p->l3_valid = true;
 
@@ -109,44 +110,52 @@ static __always_inline bool is_local_direction(void *ctx, struct packet_info *p,
 	return snd->local_dst == LOCAL_DST_YES;
 }
 
-static __always_inline void send_flow_event(struct packet_info *p,
-					    struct flow_state *fs, __u32 side,
-					    __u8 type, __u8 reason)
+/* Reports a change of a direction's state, named as ePPing names it (see
+ * struct flow_event): from the side that answers it, so the packet's own
+ * tuple for its receiver's direction, reversed for its sender's (written
+ * into the event: no tuple on the stack). Caused by the event flow's
+ * destination, but for the closing of the receiver's direction (a RST).
+ * Global: verified once, and its stack is not the data path's (see
+ * replay_last). */
+__noinline int send_flow_event(struct packet_info *p, bool of_sender,
+			       __u64 time, __u8 type, __u8 reason)
 {
 	struct flow_event *e;
 
-	if (cfg_aggregate || cfg_steps < STEP_EVENTS)
-		return;
+	if (!p || cfg_aggregate || cfg_steps < STEP_EVENTS)
+		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(COUNTER_RINGBUF_FULL);
-		return;
+		return 0;
 	}
 	e->event_type = EVENT_TYPE_FLOW;
 	e->ifindex = p->ifindex;
-	e->timestamp = packet_time(p);
-	/* Flow events always name the flow in the opener's direction. */
-	if (side == fs->opener) {
-		e->flow = p->pid.flow;
-		e->triggered_by_src = 1;
-	} else {
+	e->timestamp = time;
+	e->seen = packet_time(p);
+	if (of_sender)
 		reverse_tuple(&p->pid.flow, &e->flow);
-		e->triggered_by_src = 0;
-	}
+	else
+		e->flow = p->pid.flow;
 	e->flow.reserved = 0;
 	e->flow_event_type = type;
 	e->reason = reason;
+	e->source = type == FLOW_EVENT_CLOSING && !of_sender ?
+			    EVENT_SOURCE_SRC :
+			    EVENT_SOURCE_DEST;
 	e->reserved = 0;
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_FLOW_EVENTS);
+	return 0;
 }
 
-/* orig sent the timestamped packet, rec (the reply's sender) received it. */
 /* A DNS sample with the question's name (--dns-names, id_dns.h). */
 __noinline int send_dns_named_event(struct packet_info *p,
 				    struct flow_dir_state *orig,
 				    struct flow_dir_state *rec, __u64 rtt);
 
+/* orig sent the timestamped packet, rec (the reply's sender) received it.
+ * The packet counters are ePPing's: since orig became active. */
 static __always_inline void fill_rtt_event(struct rtt_event *e,
 					   struct packet_info *p,
 					   struct flow_dir_state *orig,
@@ -164,10 +173,10 @@ static __always_inline void fill_rtt_event(struct rtt_event *e,
 	e->rtt = rtt;
 	e->min_rtt = orig->min_rtt;
 	e->srtt = orig->srtt;
-	e->sent_pkts = orig->sent_pkts;
-	e->sent_bytes = orig->sent_bytes;
-	e->rec_pkts = rec->sent_pkts;
-	e->rec_bytes = rec->sent_bytes;
+	e->sent_pkts = orig->sent_pkts - orig->base_sent_pkts;
+	e->sent_bytes = orig->sent_bytes - orig->base_sent_bytes;
+	e->rec_pkts = rec->sent_pkts - orig->base_rec_pkts;
+	e->rec_bytes = rec->sent_bytes - orig->base_rec_bytes;
 	e->reserved2 = 0;
 	if (cfg_track_dns && p->dns.kind == SRC_INFO_DNS) {
 		e->dns_qtype = p->dns.qtype;
@@ -236,13 +245,11 @@ __noinline int send_dns_named_event(struct packet_info *p,
 /* Looks up the flow of a packet, creating it when the packet may open one.
  * Only packets worth timestamping open flows, so pure ACKs and stray replies
  * of unknown flows leave no state behind. */
-static __always_inline struct flow_state *get_flow(struct packet_info *p,
-						   struct network_tuple *key,
-						   __u32 side, bool *new_flow)
+static __always_inline struct flow_state *
+get_flow(struct packet_info *p, struct network_tuple *key, __u32 side)
 {
 	struct flow_state *fs, *init;
 	__u32 zero = 0;
-	__u8 reason;
 	int ret; /* see E2BIG_ERR */
 	int i;
 
@@ -270,18 +277,48 @@ static __always_inline struct flow_state *get_flow(struct packet_info *p,
 		return fs; /* another CPU created it first */
 
 	/* Set before any other CPU can act on it: only the creator gets
-	 * here, and others only read opener for event naming. */
+	 * here, and others only read opener for summaries. */
 	fs->opener = side;
 	fs->dir[side].last_seen = p->time;
 	count(COUNTER_FLOWS_CREATED);
 	remember_flow(key);
 	summary_open(key, p->time);
-	*new_flow = true;
-	reason = p->event_type == FLOW_EVENT_OPENING ?
-			 p->event_reason :
-			 EVENT_REASON_FIRST_OBS_PCKT;
-	send_flow_event(p, fs, side, FLOW_EVENT_OPENING, reason);
 	return fs;
+}
+
+/* The sender's direction becomes active with its first packet worth
+ * timestamping (ePPing's rule): its counters start here. peer is the other
+ * half (the same one for a flow to itself). */
+static __always_inline void activate_dir(struct packet_info *p,
+					 struct flow_dir_state *d,
+					 const struct flow_dir_state *peer)
+{
+	d->conn_state = CONN_WAITOPEN;
+	d->last_timestamp = packet_time(p);
+	d->last_id = p->pid.identifier;
+	d->last_source = p->pid.flow.reserved;
+	d->ts_attempted = 0;
+	d->open_reason = p->event_type == FLOW_EVENT_OPENING ?
+				 p->event_reason :
+				 EVENT_REASON_FIRST_OBS_PCKT;
+	d->base_sent_pkts = d->sent_pkts;
+	d->base_sent_bytes = d->sent_bytes;
+	d->base_rec_pkts = peer->sent_pkts;
+	d->base_rec_bytes = peer->sent_bytes;
+}
+
+/* A packet from the other side answers a waiting direction: it opens. The
+ * event carries the time of the direction's last timestamp attempt (its
+ * activation if none), as ePPing's does. An RST opens nothing. */
+static __always_inline void answer_dir(struct packet_info *p,
+				       struct flow_dir_state *orig)
+{
+	if (orig->conn_state != CONN_WAITOPEN ||
+	    p->event_reason == EVENT_REASON_RST)
+		return;
+	orig->conn_state = CONN_OPEN;
+	send_flow_event(p, false, orig->last_timestamp, FLOW_EVENT_OPENING,
+			orig->open_reason);
 }
 
 static __always_inline bool is_rate_limited(__u64 now, struct flow_dir_state *d)
@@ -299,23 +336,52 @@ static __always_inline bool is_rate_limited(__u64 now, struct flow_dir_state *d)
 	return now - d->last_timestamp < cfg_rate_limit_ns;
 }
 
+/* Whether the packet's identifier is newer than the direction's last one.
+ * TCP timestamps and sequence numbers only grow (RFC 7323, 5.2; RFC 1982:
+ * serial number arithmetic): an older TSval is a reordered or retransmitted
+ * packet. An identifier of another source (the handshake before
+ * timestamps, DNS over TCP) is of another space: new. */
+static __always_inline bool is_new_identifier(const struct packet_info *p,
+					      const struct flow_dir_state *d)
+{
+	__u32 diff = p->pid.identifier - d->last_id;
+	__u8 source = p->pid.flow.reserved;
+
+	if (source != d->last_source)
+		return true;
+	if (source == RTT_SOURCE_TCP_TS || source == RTT_SOURCE_TCP_SEQ)
+		return diff > 0 && diff < (1U << 31);
+	return diff != 0;
+}
+
+/* A TCP flow first seen after its handshake may have sent its first TSval
+ * already (ePPing's rule): the reply would give an inflated sample, so
+ * the direction waits for the next one. Not for the sequence source: its
+ * retransmissions are told apart (id_tcp_seq.h). */
+static __always_inline bool wait_first_edge(const struct packet_info *p)
+{
+	return !cfg_sample_first_tsval && p->pid.flow.proto == IPPROTO_TCP &&
+	       p->pid.flow.reserved == RTT_SOURCE_TCP_TS &&
+	       p->event_type != FLOW_EVENT_OPENING;
+}
+
 static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
-					     struct flow_dir_state *snd,
-					     bool new_flow)
+					     struct flow_dir_state *snd)
 {
 	int ret; /* see E2BIG_ERR */
 	int i;
 
-	if (!p->pid_valid)
+	if (!p->pid_valid || !dir_active(snd))
 		return;
 	/* Only the first packet carrying an identifier is timestamped: the
 	 * reply to later ones would echo the same value. */
-	if (snd->has_last_id && snd->last_id == p->pid.identifier)
+	if ((snd->ts_attempted || wait_first_edge(p)) &&
+	    !is_new_identifier(p, snd))
 		return;
 	snd->last_id = p->pid.identifier;
-	snd->has_last_id = 1;
+	snd->last_source = p->pid.flow.reserved;
 
-	if (!new_flow && is_rate_limited(packet_time(p), snd))
+	if (snd->ts_attempted && is_rate_limited(packet_time(p), snd))
 		return;
 	/* After the rate limit, which turns most candidates away (either
 	 * order skips the same packets). */
@@ -324,7 +390,8 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 		return;
 	/* Counts as an attempt even when the map is full, so heavy flows do
 	 * not crowd sparse ones out of freed slots. */
-	snd->last_timestamp = p->time;
+	snd->ts_attempted = 1;
+	snd->last_timestamp = packet_time(p);
 
 	ret = bpf_map_update_elem(&ts_map, &p->pid, &p->time, BPF_NOEXIST);
 	for (i = 0; i < 2 && ret == -E2BIG_ERR && evict_ts(p->time); i++)
@@ -379,6 +446,20 @@ __noinline int record_quic_sample(struct packet_info *p,
 	return 0;
 }
 
+/* Whether a reply to orig's packets is matched. ePPing's sources (TCP
+ * timestamps, ICMP echo) follow its rule: only while orig is active. The
+ * others also after orig's FIN closed it: TCP still acknowledges a
+ * half-closed direction's data and the FIN itself, which occupies
+ * sequence space (the sequence source times it). */
+static __always_inline bool may_match(const struct packet_info *p,
+				      const struct flow_dir_state *orig)
+{
+	if (p->reply_source == RTT_SOURCE_TCP_TS ||
+	    p->reply_source == RTT_SOURCE_ICMP)
+		return dir_active(orig);
+	return orig->conn_state != CONN_EMPTY;
+}
+
 static __always_inline void match_packet(struct packet_info *p,
 					 struct network_tuple *key,
 					 struct flow_dir_state *orig,
@@ -390,7 +471,7 @@ static __always_inline void match_packet(struct packet_info *p,
 
 	if (!p->reply_valid)
 		return;
-	if (!orig->outstanding) {
+	if (!orig->outstanding || !may_match(p, orig)) {
 		dns_unmatched(p);
 		return;
 	}
@@ -416,29 +497,83 @@ static __always_inline void match_packet(struct packet_info *p,
 	record_sample(p, key, orig, snd, orig_side, p->time - sent);
 }
 
+/* Whether d, closed by its FIN, still waits for ACKs of timed data (or of
+ * the FIN itself) that may_match() lets through: not for ePPing's sources,
+ * whose replies a closed direction no longer takes. */
+static __always_inline bool awaits_acks(const struct flow_dir_state *d)
+{
+	return d->conn_state == CONN_CLOSED && d->outstanding &&
+	       d->last_source != RTT_SOURCE_TCP_TS &&
+	       d->last_source != RTT_SOURCE_ICMP;
+}
+
+/* A FIN closes the sender's direction, an RST both; each direction that
+ * had opened reports its closing, named as its samples are. The flow goes
+ * once neither direction is active (ePPing's rule), after a FIN only once
+ * no closed direction awaits ACKs: a reply to a closed direction checks
+ * again. */
 static __always_inline void close_flow(struct packet_info *p,
 				       struct network_tuple *key,
-				       struct flow_state *fs, __u32 side)
+				       struct flow_state *fs,
+				       struct flow_dir_state *snd,
+				       struct flow_dir_state *orig)
 {
-	bool remove;
+	__u8 reason = p->event_reason;
 
-	if (p->event_type != FLOW_EVENT_CLOSING)
+	if (p->event_type == FLOW_EVENT_CLOSING) {
+		if (snd->conn_state == CONN_OPEN)
+			send_flow_event(p, true, packet_time(p),
+					FLOW_EVENT_CLOSING, reason);
+		snd->conn_state = CONN_CLOSED;
+		if (reason == EVENT_REASON_RST) {
+			if (orig->conn_state == CONN_OPEN)
+				send_flow_event(p, false, packet_time(p),
+						FLOW_EVENT_CLOSING, reason);
+			orig->conn_state = CONN_CLOSED;
+		}
+	} else if (!p->reply_valid || orig->conn_state != CONN_CLOSED) {
 		return;
-	if (p->event_reason == EVENT_REASON_FIN) {
-		fs->dir[side & 1].fin_seen = 1;
-		remove = fs->dir[0].fin_seen && fs->dir[1].fin_seen;
 	} else {
-		remove = true; /* RST */
+		reason = EVENT_REASON_FIN; /* the close it waited for */
 	}
-	if (!fs->closing_sent) {
-		fs->closing_sent = 1;
-		send_flow_event(p, fs, side, FLOW_EVENT_CLOSING,
-				p->event_reason);
-	}
-	if (remove)
-		summary_emit(key, fs, packet_time(p), p->event_reason);
-	if (remove && bpf_map_delete_elem(&flow_map, key) == 0)
+	if (dir_active(snd) || dir_active(orig))
+		return;
+	if (reason != EVENT_REASON_RST &&
+	    (awaits_acks(snd) || awaits_acks(orig)))
+		return;
+	summary_emit(key, fs, packet_time(p), reason);
+	if (bpf_map_delete_elem(&flow_map, key) == 0)
 		count(COUNTER_FLOWS_DELETED);
+}
+
+/* In auto mode a segment without the timestamp option takes the sequence
+ * source; in a flow measured by timestamps that can only be a RST (RFC
+ * 7323, 3.2), which ePPing's rule does not track: it neither counts nor
+ * closes there, as in ePPing. */
+static __always_inline bool is_ts_flow_rst(const struct packet_info *p,
+					   const struct flow_state *fs)
+{
+	int i;
+
+	if (!cfg_track_tcp || cfg_tcp_mode != TCP_MODE_AUTO ||
+	    p->event_reason != EVENT_REASON_RST || p->tcp_ts)
+		return false;
+	for (i = 0; i < 2; i++) {
+		if (fs->dir[i].conn_state != CONN_EMPTY &&
+		    fs->dir[i].last_source == RTT_SOURCE_TCP_TS)
+			return true;
+	}
+	return false;
+}
+
+/* The whole frame's length: skb->len may exceed the linear data; XDP
+ * sees its first buffer (the replay's frame alone, once trimmed). Read
+ * here rather than kept in the parsing context: see replay_last. */
+static __always_inline __u32 frame_len(void *ctx, struct parsing_context *pctx)
+{
+	if (pctx->is_xdp)
+		return pctx->data_end - pctx->data;
+	return ((struct __sk_buff *)ctx)->len;
 }
 
 static __always_inline void handle_packet(void *ctx,
@@ -449,7 +584,6 @@ static __always_inline void handle_packet(void *ctx,
 	struct network_tuple key;
 	struct flow_dir_state *snd, *orig;
 	struct flow_state *fs;
-	bool new_flow = false;
 	__u32 side, self;
 	int ret;
 
@@ -459,27 +593,34 @@ static __always_inline void handle_packet(void *ctx,
 	p.is_egress = is_egress;
 	p.ifindex = pctx->ifindex;
 	ret = parse_packet(pctx, &p);
-	if (cfg_aggregate && cfg_steps >= STEP_EVENTS && p.l3_valid)
-		agg_count_packet(&p);
+	if (cfg_aggregate && cfg_steps >= STEP_EVENTS) {
+		agg_count_global(&p, frame_len(ctx, pctx));
+		if (p.l3_valid)
+			agg_count_packet(&p, ret == 0);
+	}
 	if (ret < 0 || cfg_steps < STEP_FLOW)
 		return;
 
 	side = canonical_tuple(&p.pid.flow, &key);
 	self = side & SIDE_SELF;
 	side &= SIDE_MASK;
-	fs = get_flow(&p, &key, side, &new_flow);
+	fs = get_flow(&p, &key, side);
 	if (!fs) {
 		if (cfg_track_dns)
 			dns_without_flow(&p);
 		return;
 	}
+	if (is_ts_flow_rst(&p, fs))
+		return;
 
 	/* Races between CPUs on the same flow can lose a counter update or
 	 * an srtt step; the timestamp map itself stays exact. */
 	snd = &fs->dir[side];
 	orig = self ? snd : &fs->dir[side ^ 1];
+	if (snd->conn_state == CONN_EMPTY && p.pid_valid)
+		activate_dir(&p, snd, orig);
 	snd->sent_pkts++;
-	snd->sent_bytes += p.l3_len;
+	snd->sent_bytes += p.payload;
 	if (cfg_steps >= STEP_TIMESTAMP) {
 		if (tcp_seq_used() && p.seg.kind == SRC_INFO_TCP_SEG)
 			tcp_seq_on_flow(&p, fs, snd, side,
@@ -492,7 +633,8 @@ static __always_inline void handle_packet(void *ctx,
 			record_quic_sample(&p, &key, snd,
 					   self ? snd : &fs->dir[side ^ 1]);
 		}
-		timestamp_packet(ctx, &p, snd, new_flow);
+		timestamp_packet(ctx, &p, snd);
+		answer_dir(&p, orig);
 		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
 	}
 	/* Live, only packets that needed the clock refresh it: each new
@@ -501,7 +643,7 @@ static __always_inline void handle_packet(void *ctx,
 	if (p.time)
 		snd->last_seen = p.time;
 	if (cfg_steps >= STEP_TIMESTAMP)
-		close_flow(&p, &key, fs, side);
+		close_flow(&p, &key, fs, snd, orig);
 }
 
 static __always_inline bool is_l3_iface(__u32 ifindex)
@@ -555,6 +697,7 @@ int rttscope_xdp_ingress(struct xdp_md *ctx)
 		.ifindex = ctx->ingress_ifindex,
 	};
 	__u8 *first = pctx.data;
+
 	__u8 version;
 
 	if (cfg_have_l3_ifaces && is_l3_iface(ctx->ingress_ifindex)) {

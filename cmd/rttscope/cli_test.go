@@ -156,10 +156,11 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"demo", "-r", "-1"}, []string{`invalid --rate-limit "-1"`}},
 		{[]string{"demo", "-C"}, []string{"unknown shorthand flag", "'C'"}},
 		// What depends on several flags, refused once parsing is done.
-		{[]string{"monitor", "-i", "lo", "--aggregate", "-1s"}, []string{"--aggregate must be >= 0"}},
+		{[]string{"monitor", "-i", "lo", "--aggregate", "-1s"}, []string{`invalid --aggregate "-1s": want seconds`}},
 		{[]string{"monitor", "-i", "lo", "--flow-summary-interval", "1s"}, []string{"--flow-summary-interval needs --flow-summary"}},
 		{[]string{"monitor", "-i", "lo", "--ringbuf-size", "5000"}, []string{"ring buffer", "power of two", "5000"}},
-		{[]string{"monitor", "-i", "lo", "-c", "0"}, []string{"--cleanup-interval must be > 0"}},
+		{[]string{"monitor", "-i", "lo", "-c", "-1"}, []string{`invalid --cleanup-interval "-1": want seconds`}},
+		{[]string{"monitor", "-i", "lo", "--aggregate-timeout", "x"}, []string{`invalid --aggregate-timeout "x": want seconds`}},
 		{[]string{"replay", "--flow-summary-interval", "1s", "x.pcap"}, []string{"--flow-summary-interval needs --flow-summary"}},
 		// Privacy flags (docs/privacy.md).
 		{[]string{"replay", "--anonymize", "rot13", "x.pcap"}, []string{`--anonymize: unknown mode "rot13"`, "pfx", "cryptopan"}},

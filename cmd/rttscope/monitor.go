@@ -78,9 +78,10 @@ even on kill -9. On kernels before 6.6 the legacy clsact attach is used
 	a := &opts.Attach
 	a.IngressHook, a.XDPMode, a.TCMode = loader.IngressHooks[0], loader.XDPModes[0], loader.TCModes[0]
 	fl.VarP(flagval.OneOf(&a.IngressHook, loader.IngressHooks...), "ingress-hook", "I", "ingress hook: tc or xdp")
-	fl.VarP(flagval.OneOf(&a.XDPMode, loader.XDPModes...), "xdp-mode", "x", "XDP attach mode with -I xdp: auto (native, else generic), native or generic")
+	fl.VarP(flagval.OneOf(&a.XDPMode, loader.XDPModes...).Alias("unspecified", loader.XDPModeAuto), "xdp-mode", "x", "XDP attach mode with -I xdp: auto (native, else generic; ePPing's unspecified), native or generic")
 	fl.Var(flagval.OneOf(&a.TCMode, loader.TCModes...), "tc-mode", "tc attach: auto (TCX, else clsact), tcx (Linux 6.6+) or clsact")
-	fl.DurationVarP(&opts.CleanupInterval, "cleanup-interval", "c", time.Second, "how often idle flows and unanswered timestamps are expired (in the kernel)")
+	opts.CleanupInterval = time.Second
+	fl.VarP(flagval.NewSeconds(&opts.CleanupInterval), "cleanup-interval", "c", "how often idle flows and unanswered timestamps are expired (in the kernel): seconds or a duration; 0 = never (as ePPing's -c 0)")
 	fl.DurationVar(&opts.StatsInterval, "stats-interval", 0, "write a stats record this often (0 = only at exit; 10s with --metrics-addr); to stderr for standard/ppviz, in the stream for json/jsonl")
 	fl.BoolVar(&opts.BPFStats, "bpf-stats", false, "enable the kernel's BPF run time accounting for the run, so stats records give each program's run time per packet (costs every BPF program on the host about 20-80 ns per run; without it the figures appear only when sysctl kernel.bpf_stats_enabled=1)")
 	fl.DurationVar(&opts.Duration, "duration", 0, "stop after this long (0 = run until SIGINT/SIGTERM)")

@@ -148,8 +148,10 @@ func newReplayCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.Var(flagval.NewPrefixes(&opts.Direction.LocalNets), "local-net", "CIDR of the inside (repeatable): packets from these addresses are egress (used when the capture has no direction)")
 	fl.Var(flagval.NewMACs(&opts.Direction.LocalMACs), "local-mac", "MAC address of the observation point (repeatable): frames from it are egress (used when the capture has no direction)")
+	fl.Var(flagval.NewSeconds(&opts.AggregateOffset), "aggregate-offset", "with --aggregate, start the intervals at multiples of the interval since the Unix epoch plus this offset: seconds or a duration (to line them up with a live recording's)")
 	fl.IntSliceVar(&opts.Interfaces, "interface-id", nil, "only replay packets of this pcapng interface ID (0-based, repeatable or comma-separated)")
-	fl.DurationVarP(&opts.CleanupInterval, "cleanup-interval", "c", replay.DefaultCleanupInterval, "expire idle flows and timestamps at every multiple of this much capture time")
+	opts.CleanupInterval = replay.DefaultCleanupInterval
+	fl.VarP(flagval.NewSeconds(&opts.CleanupInterval), "cleanup-interval", "c", "expire idle flows and timestamps at every multiple of this much capture time: seconds or a duration")
 	fl.IntVar(&opts.Workers, "workers", replay.DefaultWorkers(), "threads that run packets through the programs at once, each flow on one of them (1: strictly sequential)")
 	fl.BoolVar(&decPDM, "pdm", false, "decode the RFC 8250 PDM options of the capture (rttscope pdm --read) instead of measuring RTTs")
 	addPDMFlags(fl, &pdmCfg, &pdmRep)

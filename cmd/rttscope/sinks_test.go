@@ -188,9 +188,9 @@ func fileAggregates(t *testing.T, path string) map[string]*promExpect {
 	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
 		var r struct {
 			Type      string
-			IPPrefix  string `json:"ip_prefix"`
-			Count     uint64 `json:"count_rtt"`
-			Histogram [][3]*uint64
+			IPPrefix  string       `json:"ip_prefix"`
+			Count     uint64       `json:"count_rtt"`
+			Histogram [][3]*uint64 `json:"rtt_histogram"`
 		}
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("%q: %v", line, err)

@@ -20,13 +20,39 @@ var ClassNames = [NumClasses]string{"tcp", "udp", "icmp", "other"}
 // ECNNames are the json keys of the ECN codepoints (IP TOS & 3).
 var ECNNames = [4]string{"not_ect", "ect1", "ect0", "ce"}
 
-// Traffic counts the packets and bytes (IP header and payload) of one
-// direction of a prefix in one interval.
+// ePPing's traffic classes (the keys of its rx_stats and tx_stats): TCP
+// packets with the timestamp option (the ones tracked), other TCP packets,
+// everything else.
+const (
+	EPPTCPTS = iota
+	EPPTCPNoTS
+	EPPOther
+	NumEPPClasses
+)
+
+// EPPClassNames are ePPing's json keys of its traffic classes.
+var EPPClassNames = [NumEPPClasses]string{"TCP_TS", "TCP_noTS", "other"}
+
+// Traffic counts the packets of one direction of a prefix in one interval
+// (from the prefix, or to it).
 type Traffic struct {
+	// Packets and Bytes (IP header and payload) by protocol class.
 	Packets [NumClasses]uint64
 	Bytes   [NumClasses]uint64
 	// ECN counts packets by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE.
 	ECN [4]uint64
+	// EPPPackets and EPPBytes count the same packets in ePPing's classes,
+	// bytes from the link-layer header on (ePPing's unit).
+	EPPPackets, EPPBytes [NumEPPClasses]uint64
+}
+
+// EPPTotals sums ePPing's classes: its rxpkts/rxbytes (or tx).
+func (t *Traffic) EPPTotals() (pkts, bytes uint64) {
+	for i := range t.EPPPackets {
+		pkts += t.EPPPackets[i]
+		bytes += t.EPPBytes[i]
+	}
+	return pkts, bytes
 }
 
 // TotalPackets sums the packets of every class.
@@ -62,8 +88,8 @@ type Aggregate struct {
 	// PrefixID, when not 0, is a number given to the prefix for the run
 	// that stands in for it, which is then invalid (--anonymize drop).
 	PrefixID uint64
-	// RX counts packets from the prefix seen on ingress, TX packets to it
-	// seen on egress (swapped with --aggregate-reverse).
+	// RX counts packets from the prefix, TX packets to it (ePPing's
+	// rx_stats and tx_stats), on either hook.
 	RX, TX Traffic
 	// Count is the number of RTT samples; the other RTT fields are zero
 	// when it is.
@@ -76,4 +102,41 @@ type Aggregate struct {
 	Histogram          []HistBin     // non-empty bins, ascending
 	// BySource counts the samples of each source (indexed by Source).
 	BySource [NumSources]uint64
+	// LinHist is ePPing's histogram: counts in 4 ms bins from 0, up to
+	// the bin of Max (the 250th bin also holds everything above 1 s).
+	LinHist []uint32
+	// Global, when not nil, makes this record ePPing's global record of
+	// the interval instead of a prefix's: Prefix and the rest are unset.
+	Global *GlobalCounters
+	// Meta, when not nil, makes this record ePPing's first record of an
+	// aggregated run, which describes the aggregation: only Time is set
+	// besides.
+	Meta *AggregateMeta
+}
+
+// AggregateMeta describes an aggregated run, as ePPing's first record.
+type AggregateMeta struct {
+	Interval, Timeout  time.Duration
+	PrefixV4, PrefixV6 uint8
+}
+
+// Width and number of ePPing's histogram bins (bpf/agg.h).
+const (
+	LinBinWidth = 4 * time.Millisecond
+	LinBins     = 250
+)
+
+// GlobalCounters is ePPing's global record of one interval: every packet
+// seen, by IP protocol, by ECN codepoint, and the updates lost because a
+// map was full.
+type GlobalCounters struct {
+	// ProtoPackets and ProtoBytes count IP packets by IP protocol number,
+	// bytes from the link-layer header on; NonIP* the other packets.
+	ProtoPackets, ProtoBytes [256]uint64
+	NonIPPackets, NonIPBytes uint64
+	// ECN counts IP packets by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE.
+	ECN [4]uint64
+	// Errors: timestamps not stored, flows not created (maps full), and
+	// prefix entries not created (counted in the backup entry instead).
+	PacketTSStore, FlowCreate, AggSubnetCreate uint64
 }

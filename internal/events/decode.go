@@ -56,10 +56,11 @@ const (
 	namedNameMaxSize = 256
 
 	// struct flow_event: u8 fields.
-	flowRecordSize        = 64
-	flowOffType           = 60
-	flowOffReason         = 61
-	flowOffTriggeredBySrc = 62
+	flowRecordSize = 72
+	flowOffType    = 60
+	flowOffReason  = 61
+	flowOffSource  = 62
+	flowOffSeen    = 64
 
 	// struct network_tuple: two struct flow_address (16-byte address,
 	// be16 port, u16 pad), u16 protocol, u8 family, u8 pad.
@@ -127,7 +128,8 @@ func (d *Decoder) Decode(raw []byte, rtt *RTT, flow *FlowEvent) (Kind, error) {
 		decodeTuple(raw[tupleOffset:], &flow.Flow)
 		flow.Type = FlowEventType(raw[flowOffType])
 		flow.Reason = FlowReason(raw[flowOffReason])
-		flow.TriggeredBySrc = raw[flowOffTriggeredBySrc] != 0
+		flow.Source = FlowSource(raw[flowOffSource])
+		flow.Seen = int64(le.Uint64(raw[flowOffSeen:])) + d.ClockOffset
 	default:
 		return kind, ErrUnknownKind
 	}

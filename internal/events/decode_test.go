@@ -60,7 +60,7 @@ func TestDecodeFlowAndErrors(t *testing.T) {
 	if kind, err := d.Decode(raw, &r, &f); err != nil || kind != KindFlow {
 		t.Fatalf("kind %v err %v", kind, err)
 	}
-	if f.Time != 42 || f.Type != FlowClosing || f.Reason != ReasonFIN || f.TriggeredBySrc ||
+	if f.Time != 42 || f.Type != FlowClosing || f.Reason != ReasonFIN || f.Source != SourceDest ||
 		f.Flow.Src.IP != netip.MustParseAddr("fd00::1") || f.Flow.Proto != ProtoICMPv6 {
 		t.Fatalf("bad flow event %+v", f)
 	}

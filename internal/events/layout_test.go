@@ -54,7 +54,8 @@ func TestLayout(t *testing.T) {
 		{"flow_event.flow", tupleOffset, tupleSize, unsafe.Offsetof(f.Flow), unsafe.Sizeof(f.Flow)},
 		{"flow_event.flow_event_type", flowOffType, 1, unsafe.Offsetof(f.FlowEventType), unsafe.Sizeof(f.FlowEventType)},
 		{"flow_event.reason", flowOffReason, 1, unsafe.Offsetof(f.Reason), unsafe.Sizeof(f.Reason)},
-		{"flow_event.triggered_by_src", flowOffTriggeredBySrc, 1, unsafe.Offsetof(f.TriggeredBySrc), unsafe.Sizeof(f.TriggeredBySrc)},
+		{"flow_event.source", flowOffSource, 1, unsafe.Offsetof(f.Source), unsafe.Sizeof(f.Source)},
+		{"flow_event.seen", flowOffSeen, 8, unsafe.Offsetof(f.Seen), unsafe.Sizeof(f.Seen)},
 
 		{"sizeof(network_tuple)", 0, tupleSize, 0, unsafe.Sizeof(n)},
 		{"network_tuple.saddr", tupleOffSrc, endpointSize, unsafe.Offsetof(n.Saddr), unsafe.Sizeof(n.Saddr)},

@@ -223,13 +223,41 @@ func (r FlowReason) String() string {
 type FlowEvent struct {
 	// Time is Unix time in nanoseconds.
 	Time int64
-	// Flow is the direction of the packet that opened the flow.
+	// Flow is the direction whose state changed, named as ePPing names it:
+	// as that direction's RTT samples are, from the side that answers it.
 	Flow   Flow
 	Type   FlowEventType
 	Reason FlowReason
-	// TriggeredBySrc is true when Flow.Src sent the packet that caused the
-	// event ("from src"), false for "from dest".
-	TriggeredBySrc bool
+	// Source says which end of Flow caused the event, or the expiry of
+	// idle state.
+	Source FlowSource
+	// Seen is when the event happened (Unix ns): the time of the packet or
+	// cleanup that caused it. It equals Time except for openings, whose
+	// Time is ePPing's (the direction's last timestamp before its first
+	// answer). Not written by any format; replay orders events by it.
+	Seen int64
+}
+
+// FlowSource says what caused a flow event, relative to its flow.
+type FlowSource uint8
+
+// Flow event sources: enum flow_event_source in bpf/events.h.
+const (
+	SourceDest = FlowSource(probe.RttscopeFlowEventSourceEVENT_SOURCE_DEST)
+	SourceSrc  = FlowSource(probe.RttscopeFlowEventSourceEVENT_SOURCE_SRC)
+	SourceGC   = FlowSource(probe.RttscopeFlowEventSourceEVENT_SOURCE_GC)
+)
+
+// String returns ePPing's word for the source ("from src", "from dest",
+// "from garbage collection").
+func (s FlowSource) String() string {
+	switch s {
+	case SourceSrc:
+		return "src"
+	case SourceGC:
+		return "garbage collection"
+	}
+	return "dest"
 }
 
 // Stats is the self-telemetry record printed at interval and at exit.

@@ -47,43 +47,58 @@ func Message(err error) (msg string, ok bool) {
 
 // Millis is a time.Duration given in milliseconds, as ePPing's --rate-limit
 // (e.g. 100 or 0.25), or as a Go duration (e.g. 250us).
-type Millis struct{ p *time.Duration }
+type Millis struct{ unitDuration }
 
 // NewMillis returns the flag value that sets *p.
-func NewMillis(p *time.Duration) *Millis { return &Millis{p} }
+func NewMillis(p *time.Duration) *Millis {
+	return &Millis{unitDuration{p, time.Millisecond, "milliseconds (e.g. 100) or a duration (e.g. 250us)"}}
+}
 
-// maxMillis bounds a plain number of milliseconds (about 11.6 days).
-const maxMillis = 1e9
+// Seconds is a time.Duration given in seconds, as ePPing's --aggregate and
+// --aggregate-timeout (e.g. 10 or 0.5), or as a Go duration (e.g. 1m).
+type Seconds struct{ unitDuration }
 
-// Set accepts a non-negative number of milliseconds up to 1e9 or a
+// NewSeconds returns the flag value that sets *p.
+func NewSeconds(p *time.Duration) *Seconds {
+	return &Seconds{unitDuration{p, time.Second, "seconds (e.g. 10) or a duration (e.g. 1m)"}}
+}
+
+// unitDuration is a duration given as a plain number of unit or as a Go
+// duration.
+type unitDuration struct {
+	p    *time.Duration
+	unit time.Duration
+	want string
+}
+
+// maxPlain bounds a plain number (about 11.6 days).
+const maxPlain = 1e15 * time.Nanosecond
+
+// Set accepts a non-negative number of units up to about 11.6 days or a
 // non-negative Go duration.
-func (m *Millis) Set(s string) error {
-	if ms, err := strconv.ParseFloat(s, 64); err == nil {
-		if !(ms >= 0 && ms <= maxMillis) { // NaN too
-			return m.refuse()
+func (m *unitDuration) Set(s string) error {
+	if n, err := strconv.ParseFloat(s, 64); err == nil {
+		if !(n >= 0 && n*float64(m.unit) <= float64(maxPlain)) { // NaN too
+			return &Error{m.want}
 		}
-		*m.p = time.Duration(ms * float64(time.Millisecond))
+		*m.p = time.Duration(n * float64(m.unit))
 		return nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return m.refuse()
+		return &Error{m.want}
 	}
 	*m.p = d
 	return nil
 }
 
-func (m *Millis) refuse() error {
-	return &Error{"milliseconds (e.g. 100) or a duration (e.g. 250us)"}
-}
-
-// String gives the value in milliseconds ("100", "0.25").
-func (m *Millis) String() string {
-	return strconv.FormatFloat(float64(*m.p)/float64(time.Millisecond), 'f', -1, 64)
+// String gives the value in units ("100", "0.25").
+func (m *unitDuration) String() string {
+	return strconv.FormatFloat(float64(*m.p)/float64(m.unit), 'f', -1, 64)
 }
 
 // Type implements pflag.Value.
-func (m *Millis) Type() string { return "string" }
+func (m *unitDuration) Type() string { return "string" }
 
 // Enum is a flag that takes one of a fixed list of names, each standing for
 // a value of T (a mode string, a bool, ...).

@@ -129,12 +129,7 @@ func appendFlowStandard(b []byte, e *events.FlowEvent, st *style) []byte {
 	return append(b, '\n')
 }
 
-func triggeredBy(e *events.FlowEvent) string {
-	if e.TriggeredBySrc {
-		return "src"
-	}
-	return "dest"
-}
+func triggeredBy(e *events.FlowEvent) string { return e.Source.String() }
 
 func appendRTTPPViz(b []byte, e *events.RTT) []byte {
 	b = appendSeconds(b, e.Time)

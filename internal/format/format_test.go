@@ -37,7 +37,7 @@ func fixture() []any {
 	dns4 := events.Flow{Src: ep("192.0.2.53", 53), Dst: ep("10.0.0.1", 40053), Proto: events.ProtoUDP}
 	return []any{
 		// Flow opening on the SYN from the client.
-		&events.FlowEvent{Time: t0, Flow: tcp4, Type: events.FlowOpening, Reason: events.ReasonSYN, TriggeredBySrc: true},
+		&events.FlowEvent{Time: t0, Flow: tcp4, Type: events.FlowOpening, Reason: events.ReasonSYN, Source: events.SourceSrc},
 		// IPv4 TCP RTT, matched on ingress: 40 ms prints as "40".
 		&events.RTT{Time: t0 + 40_000_000, Flow: tcp4.Reverse(), RTT: 40 * time.Millisecond, MinRTT: 40 * time.Millisecond,
 			SmoothedRTT: 40 * time.Millisecond, SentPackets: 1, SentBytes: 74, RecPackets: 1, RecBytes: 74},
@@ -72,16 +72,19 @@ func fixture() []any {
 		&events.FlowEvent{Time: t0 + 4_000_000_000, Flow: tcp4, Type: events.FlowClosing, Reason: events.ReasonFIN},
 		// ICMPv6 flow: first observed packet, then timeout.
 		&events.FlowEvent{Time: t0 + 5_000_000_000, Flow: icmp6.Reverse(), Type: events.FlowOpening,
-			Reason: events.ReasonFirstObserved, TriggeredBySrc: true},
+			Reason: events.ReasonFirstObserved, Source: events.SourceSrc},
 		&events.FlowEvent{Time: t0 + 65_000_000_000, Flow: icmp6.Reverse(), Type: events.FlowClosing,
-			Reason: events.ReasonTimeout, TriggeredBySrc: true},
+			Reason: events.ReasonTimeout, Source: events.SourceGC},
 		// Aggregated mode: a prefix with samples (one in the overflow
 		// bin) and one with traffic only.
 		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,
 			Prefix: netip.MustParsePrefix("10.0.0.0/24"),
-			RX:     events.Traffic{Packets: [4]uint64{10, 1, 2, 0}, Bytes: [4]uint64{15000, 80, 168, 0}, ECN: [4]uint64{11, 0, 1, 1}},
-			TX:     events.Traffic{Packets: [4]uint64{9, 0, 0, 1}, Bytes: [4]uint64{600, 0, 0, 40}, ECN: [4]uint64{10, 0, 0, 0}},
-			Count:  4, Min: 1_000_000, Mean: 17_250_500_000, P50: 1_015_808, P90: 69_000_000_000, P95: 69_000_000_000,
+			RX: events.Traffic{Packets: [4]uint64{10, 1, 2, 0}, Bytes: [4]uint64{15000, 80, 168, 0}, ECN: [4]uint64{11, 0, 1, 1},
+				EPPPackets: [3]uint64{8, 2, 3}, EPPBytes: [3]uint64{14832, 308, 290}},
+			TX: events.Traffic{Packets: [4]uint64{9, 0, 0, 1}, Bytes: [4]uint64{600, 0, 0, 40}, ECN: [4]uint64{10, 0, 0, 0},
+				EPPPackets: [3]uint64{9, 0, 1}, EPPBytes: [3]uint64{726, 0, 54}},
+			LinHist: append([]uint32{3}, append(make([]uint32, 248), 1)...),
+			Count:   4, Min: 1_000_000, Mean: 17_250_500_000, P50: 1_015_808, P90: 69_000_000_000, P95: 69_000_000_000,
 			P99: 69_000_000_000, Max: 69_000_000_000,
 			Histogram: []events.HistBin{{Lower: 983_040, Upper: 1_015_808, Count: 1}, {Lower: 1_015_808, Upper: 1_048_576, Count: 2},
 				{Lower: 68_719_476_736, Count: 1}},
@@ -94,14 +97,22 @@ func fixture() []any {
 		&events.FlowSummary{Time: t0 + 2_000_000_000, Start: t0 + 1_000_000_000, Flow: icmp6, Src: events.FlowDirSummary{Packets: 1, Bytes: 104}},
 		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,
 			Prefix: netip.MustParsePrefix("2001:db8::/48"),
-			RX:     events.Traffic{Packets: [4]uint64{0, 0, 3, 0}, Bytes: [4]uint64{0, 0, 312, 0}, ECN: [4]uint64{3, 0, 0, 0}}},
+			RX: events.Traffic{Packets: [4]uint64{0, 0, 3, 0}, Bytes: [4]uint64{0, 0, 312, 0}, ECN: [4]uint64{3, 0, 0, 0},
+				EPPPackets: [3]uint64{0, 0, 3}, EPPBytes: [3]uint64{0, 0, 354}}},
+		// ePPing's first record of an aggregated run, and its global
+		// record of the interval.
+		&events.Aggregate{Time: t0 + 60_000_000_000, Meta: &events.AggregateMeta{Interval: 10 * time.Second, Timeout: 30 * time.Second, PrefixV4: 24, PrefixV6: 48}},
+		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000, Global: &events.GlobalCounters{
+			ProtoPackets: func() (p [256]uint64) { p[6], p[17], p[1], p[58], p[47] = 19, 1, 2, 3, 1; return }(),
+			ProtoBytes:   func() (p [256]uint64) { p[6], p[17], p[1], p[58], p[47] = 15866, 94, 196, 354, 54; return }(),
+			NonIPPackets: 2, NonIPBytes: 84, ECN: [4]uint64{24, 0, 1, 1}, FlowCreate: 1}},
 		// DNS samples: an AAAA answered with NXDOMAIN, a truncated
 		// answer of a type without a mnemonic and an unknown rcode.
 		&events.RTT{Time: t0 + 71_000_000_000, Flow: dns4, RTT: 12_300_000, MinRTT: 12_300_000, SmoothedRTT: 12_300_000,
-			SentPackets: 1, SentBytes: 71, RecPackets: 1, RecBytes: 132, Source: events.SourceDNS,
+			SentPackets: 1, SentBytes: 43, RecPackets: 1, RecBytes: 104, Source: events.SourceDNS,
 			DNS: events.DNSInfo{QType: 28, RCode: 3}},
 		&events.RTT{Time: t0 + 72_000_000_000, Flow: dns4, RTT: 9_000_000, MinRTT: 9_000_000, SmoothedRTT: 11_887_500,
-			SentPackets: 2, SentBytes: 142, RecPackets: 2, RecBytes: 1600, Source: events.SourceDNS,
+			SentPackets: 2, SentBytes: 86, RecPackets: 2, RecBytes: 1544, Source: events.SourceDNS,
 			DNS: events.DNSInfo{QType: 99, RCode: 11, Truncated: true, Name: `big\032txt.example.`}},
 		// Stats at exit with BPF run time statistics off.
 		&events.Stats{Time: t0 + 75_000_000_000, Packets: 123500, RTTEvents: 4, FlowEvents: 4,
@@ -493,6 +504,20 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 		if _, ok := ev.(*events.FlowSummary); ok {
 			want = `"flow_summary"`
 		}
+		if a, ok := ev.(*events.Aggregate); ok {
+			// ePPing's fields first, in ePPing's order.
+			epp := aggregateKeys
+			if a.Meta != nil {
+				want, epp = `"aggregate_meta"`, metaKeys
+			} else if a.Global != nil {
+				want, epp = `"aggregate_global"`, globalKeys
+			} else if a.Count == 0 {
+				epp = epp[:4]
+			}
+			if got := topKeys(t, obj, true); len(got) < len(epp) || fmt.Sprint(got[:len(epp)]) != fmt.Sprint(epp) {
+				t.Errorf("%s: key order\n got %v\nwant %v first", obj, got, epp)
+			}
+		}
 		if string(top["type"]) != want {
 			t.Errorf("%s: not a %s record", obj, want)
 		}
@@ -502,6 +527,13 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 		t.Errorf("%s: key order\n got %v\nwant %v", obj, got, want)
 	}
 }
+
+// ePPing's keys of its aggregated and global records, in its order.
+var (
+	aggregateKeys = []string{"timestamp", "ip_prefix", "rx_stats", "tx_stats", "count_rtt", "min_rtt", "mean_rtt", "median_rtt", "p95_rtt", "max_rtt", "histogram"}
+	globalKeys    = []string{"timestamp", "protocol_counters", "ecn_counters", "errors"}
+	metaKeys      = []string{"timestamp", "bins", "bin_width_ns", "aggregation_interval_ns", "timeout_interval_ns", "ipv4_prefix_len", "ipv6_prefix_len"}
+)
 
 func TestJSONSchemaAndOrder(t *testing.T) {
 	sch := compileSchema(t)

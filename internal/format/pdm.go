@@ -149,7 +149,7 @@ func appendDistributionJSON(b []byte, key string, d *events.Distribution) []byte
 			b = appendInt(b, f.name, int64(f.v))
 		}
 		b = append(b, ',')
-		b = appendHistogramJSON(b, d.Histogram)
+		b = appendHistogramJSON(b, "histogram", d.Histogram)
 	}
 	return append(b, '}')
 }

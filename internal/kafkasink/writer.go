@@ -96,8 +96,12 @@ func (w *Writer) WriteStats(s *events.Stats) error {
 
 // WriteAggregate implements format.Writer.
 func (w *Writer) WriteAggregate(a *events.Aggregate) error {
-	w.keyBuf = aggregateKey(w.keyBuf[:0], a)
-	return write(w, w.keyBuf, a, w.pb.Aggregate, w.jsonl.WriteAggregate)
+	var key []byte // ePPing's global and first records: no prefix
+	if a.Global == nil && a.Meta == nil {
+		w.keyBuf = aggregateKey(w.keyBuf[:0], a)
+		key = w.keyBuf
+	}
+	return write(w, key, a, w.pb.Aggregate, w.jsonl.WriteAggregate)
 }
 
 // WriteFlowSummary implements format.Writer.

@@ -20,8 +20,13 @@ import (
 // Aggregator ends the intervals of aggregated mode. The programs write to
 // one of two prefix maps, chosen by the global agg_epoch; Collect flips the
 // epoch, waits until no program can still be writing to the old map, and
-// then reads and empties it. Every update is thus counted in exactly one
+// then reads and zeroes it. Every update is thus counted in exactly one
 // interval. Collect must not be called concurrently.
+//
+// As in ePPing, a prefix's entry outlives its interval (zeroed, not
+// deleted), since only tracked packets create entries and other traffic of
+// a prefix without one goes to the backup entry (0.0.0.0/0, ::/0): an
+// entry is deleted once it has seen no traffic for Timeout.
 type Aggregator struct {
 	objs  *Objects
 	epoch uint32
@@ -29,20 +34,34 @@ type Aggregator struct {
 	// epoch has finished. Nil: no wait (replay, where BPF_PROG_TEST_RUN
 	// has returned before the flip).
 	Grace func() error
-	keys  []probe.RttscopeAggKey
-	vals  []probe.RttscopeAggStats
-	h     []uint32
+	// Timeout is how long a prefix entry without traffic is kept
+	// (ePPing's --aggregate-timeout); 0 keeps entries for ever.
+	Timeout time.Duration
+	keys    []probe.RttscopeAggKey
+	vals    []probe.RttscopeAggStats
+	zero    []probe.RttscopeAggStats
+	h       []uint32
+	// active is, per map, when each entry last had traffic (interval
+	// end, Unix ns).
+	active [2]map[probe.RttscopeAggKey]int64
+	// global and counters are the cumulative values at the last Collect.
+	global   probe.RttscopeAggGlobal
+	counters events.Counters
 }
 
 // NewAggregator returns the interval collector. live selects the grace
 // period of the live monitor (see WaitForPrograms).
 func (o *Objects) NewAggregator(live bool) *Aggregator {
-	a := &Aggregator{objs: o, h: make([]uint32, hist.Bins)}
+	a := &Aggregator{objs: o, h: make([]uint32, hist.Bins), Timeout: DefaultAggregateTimeout}
+	a.active[0], a.active[1] = map[probe.RttscopeAggKey]int64{}, map[probe.RttscopeAggKey]int64{}
 	if live {
 		a.Grace = WaitForPrograms
 	}
 	return a
 }
+
+// DefaultAggregateTimeout is ePPing's: prefix entries idle this long go.
+const DefaultAggregateTimeout = 30 * time.Second
 
 const (
 	membarrierCmdQuery  = 0
@@ -68,8 +87,9 @@ func WaitForPrograms() error {
 }
 
 // Collect ends the interval [start, end) (Unix ns) and calls fn for each
-// prefix that saw traffic or samples in it, in address order. The pointer
-// is only valid during the call.
+// prefix that saw traffic or samples in it, in address order, then for the
+// interval's global record (ePPing's protocol, ECN and error counters). The
+// pointer is only valid during the call.
 func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error) error {
 	old := a.epoch
 	next := old ^ 1
@@ -86,6 +106,7 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 	if old == 1 {
 		m = a.objs.AggMap1
 	}
+	active := a.active[old&1]
 
 	type entry struct {
 		key probe.RttscopeAggKey
@@ -94,11 +115,23 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 	var out []entry
 	var key probe.RttscopeAggKey
 	a.keys = a.keys[:0]
+	var stale []probe.RttscopeAggKey
 	it := m.Iterate()
 	for it.Next(&key, &a.vals) {
-		a.keys = append(a.keys, key)
 		e := entry{key: key}
-		a.sum(&e.agg)
+		if !a.sum(&e.agg) {
+			// Idle: kept until the timeout (backup entries always).
+			last, seen := active[key]
+			if !seen {
+				active[key] = end
+			} else if key.PrefixLen > 0 && a.Timeout > 0 && end-last > int64(a.Timeout) {
+				stale = append(stale, key)
+				delete(active, key)
+			}
+			continue
+		}
+		active[key] = end
+		a.keys = append(a.keys, key)
 		e.agg.Time, e.agg.Start = end, start
 		e.agg.Prefix = prefixOf(&key)
 		out = append(out, e)
@@ -106,17 +139,8 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("read prefix map: %w", err)
 	}
-	if len(a.keys) > 0 {
-		if _, err := m.BatchDelete(a.keys, nil); err != nil {
-			if !errors.Is(err, ebpf.ErrNotSupported) {
-				return fmt.Errorf("empty prefix map: %w", err)
-			}
-			for i := range a.keys {
-				if err := m.Delete(&a.keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-					return fmt.Errorf("empty prefix map: %w", err)
-				}
-			}
-		}
+	if err := a.reset(m, stale); err != nil {
+		return err
 	}
 	slices.SortFunc(out, func(x, y entry) int {
 		if c := cmp.Compare(x.key.Ipv, y.key.Ipv); c != 0 {
@@ -129,22 +153,94 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 			return err
 		}
 	}
+	g, err := a.globalRecord()
+	if err != nil {
+		return err
+	}
+	return fn(&events.Aggregate{Time: end, Start: start, Global: g})
+}
+
+// reset zeroes the entries in a.keys and deletes the stale ones.
+func (a *Aggregator) reset(m *ebpf.Map, stale []probe.RttscopeAggKey) error {
+	if len(a.zero) != len(a.vals) {
+		a.zero = make([]probe.RttscopeAggStats, len(a.vals))
+	}
+	for i := range a.keys {
+		if err := m.Update(&a.keys[i], a.zero, ebpf.UpdateExist); err != nil {
+			return fmt.Errorf("empty prefix map: %w", err)
+		}
+	}
+	for i := range stale {
+		if err := m.Delete(&stale[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("empty prefix map: %w", err)
+		}
+	}
 	return nil
 }
 
+// globalRecord returns the global counters since the last call.
+func (a *Aggregator) globalRecord() (*events.GlobalCounters, error) {
+	var perCPU []probe.RttscopeAggGlobal
+	if err := a.objs.AggGlobalMap.Lookup(uint32(0), &perCPU); err != nil {
+		return nil, fmt.Errorf("read global counters: %w", err)
+	}
+	var now probe.RttscopeAggGlobal
+	for i := range perCPU {
+		c := &perCPU[i]
+		for p := range now.ProtoPkts {
+			now.ProtoPkts[p] += c.ProtoPkts[p]
+			now.ProtoBytes[p] += c.ProtoBytes[p]
+		}
+		now.NonipPkts += c.NonipPkts
+		now.NonipBytes += c.NonipBytes
+		for e := range now.Ecn {
+			now.Ecn[e] += c.Ecn[e]
+		}
+	}
+	counters, err := a.objs.ReadCounters()
+	if err != nil {
+		return nil, err
+	}
+	prev, prevCounters := &a.global, &a.counters
+	g := &events.GlobalCounters{
+		NonIPPackets:    now.NonipPkts - prev.NonipPkts,
+		NonIPBytes:      now.NonipBytes - prev.NonipBytes,
+		PacketTSStore:   counters[probe.RttscopeCounterCOUNTER_TS_MAP_FULL] - prevCounters[probe.RttscopeCounterCOUNTER_TS_MAP_FULL],
+		FlowCreate:      counters[probe.RttscopeCounterCOUNTER_FLOW_MAP_FULL] - prevCounters[probe.RttscopeCounterCOUNTER_FLOW_MAP_FULL],
+		AggSubnetCreate: counters[probe.RttscopeCounterCOUNTER_AGG_MAP_FULL] - prevCounters[probe.RttscopeCounterCOUNTER_AGG_MAP_FULL],
+	}
+	for p := range now.ProtoPkts {
+		g.ProtoPackets[p] = now.ProtoPkts[p] - prev.ProtoPkts[p]
+		g.ProtoBytes[p] = now.ProtoBytes[p] - prev.ProtoBytes[p]
+	}
+	for e := range now.Ecn {
+		g.ECN[e] = now.Ecn[e] - prev.Ecn[e]
+	}
+	a.global, a.counters = now, counters
+	return g, nil
+}
+
+// prefixOf is the key's prefix; the backup entries (all zero, prefix
+// length 0) are 0.0.0.0/0 and ::/0.
 func prefixOf(k *probe.RttscopeAggKey) netip.Prefix {
-	addr := netip.AddrFrom16(k.Prefix.In6U.U6Addr8).Unmap()
+	a := k.Prefix.In6U.U6Addr8
+	addr := netip.AddrFrom16(a)
+	if k.Ipv == unix.AF_INET {
+		addr = netip.AddrFrom4([4]byte(a[12:]))
+	}
 	return netip.PrefixFrom(addr, int(k.PrefixLen))
 }
 
-// sum folds the per-CPU values in a.vals into g.
-func (a *Aggregator) sum(g *events.Aggregate) {
+// sum folds the per-CPU values in a.vals into g; it reports whether the
+// entry saw any traffic or sample.
+func (a *Aggregator) sum(g *events.Aggregate) bool {
 	clear(a.h)
+	var lin [events.LinBins]uint32
 	var sum, min, max uint64
 	for i := range a.vals {
 		v := &a.vals[i]
-		addTraffic(&g.RX, v.Rx.Pkts, v.Rx.Bytes, v.Rx.Ecn)
-		addTraffic(&g.TX, v.Tx.Pkts, v.Tx.Bytes, v.Tx.Ecn)
+		addTraffic(&g.RX, &v.Rx)
+		addTraffic(&g.TX, &v.Tx)
 		if v.RttCount == 0 {
 			continue
 		}
@@ -162,21 +258,39 @@ func (a *Aggregator) sum(g *events.Aggregate) {
 		for b, n := range v.Hist[:hist.Bins] {
 			a.h[b] += n
 		}
+		for b, n := range v.LinHist {
+			lin[b] += n
+		}
 	}
+	rx, _ := g.RX.EPPTotals()
+	tx, _ := g.TX.EPPTotals()
 	if g.Count == 0 {
-		return
+		return rx+tx > 0
 	}
 	var d events.Distribution
 	d.Set(a.h, g.Count, sum, min, max)
 	g.Min, g.Mean, g.Max, g.Sum = d.Min, d.Mean, d.Max, d.Sum
 	g.P50, g.P90, g.P95, g.P99 = d.P50, d.P90, d.P95, d.P99
 	g.Histogram = d.Histogram
+	// ePPing's array runs up to the bin of the maximum.
+	g.LinHist = slices.Clone(lin[:linBins(max)])
+	return true
 }
 
-func addTraffic(t *events.Traffic, pkts, bytes, ecn [4]uint64) {
+// linBins is the length of ePPing's histogram array for a maximum RTT of
+// hi ns: up to the bin of hi.
+func linBins(hi uint64) int {
+	return int(min(hi/uint64(events.LinBinWidth)+1, events.LinBins))
+}
+
+func addTraffic(t *events.Traffic, c *probe.RttscopeTrafficCounters) {
 	for i := range 4 {
-		t.Packets[i] += pkts[i]
-		t.Bytes[i] += bytes[i]
-		t.ECN[i] += ecn[i]
+		t.Packets[i] += c.Pkts[i]
+		t.Bytes[i] += c.Bytes[i]
+		t.ECN[i] += c.Ecn[i]
+	}
+	for i := range events.NumEPPClasses {
+		t.EPPPackets[i] += c.EppPkts[i]
+		t.EPPBytes[i] += c.EppBytes[i]
 	}
 }

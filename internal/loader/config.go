@@ -40,6 +40,11 @@ type Config struct {
 	QUICPorts [QUICPortSlots]uint16
 	// IncludeSYN timestamps SYNs and lets them open flows.
 	IncludeSYN bool
+	// SampleFirstTSval also timestamps the TSval a TCP flow is first seen
+	// with; by default (ePPing's rule) a flow seen after its handshake
+	// waits for the next TSval, since an earlier, unseen packet may have
+	// carried the first.
+	SampleFirstTSval bool
 	// IncludeLocal also timestamps packets addressed to this host, so the
 	// replies this host sends give samples (matched on egress).
 	IncludeLocal bool

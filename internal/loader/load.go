@@ -217,6 +217,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		{v.CfgTrackQuic, cfg.TrackQUIC},
 		{v.CfgQuicPorts, cfg.QUICPorts},
 		{v.CfgIncludeSyn, cfg.IncludeSYN},
+		{v.CfgSampleFirstTsval, cfg.SampleFirstTSval},
 		{v.CfgLocalFilter, !cfg.IncludeLocal && !cfg.Replay},
 		{v.CfgReplay, cfg.Replay},
 		{v.CfgHaveL3Ifaces, cfg.HaveL3Ifaces},
@@ -243,8 +244,9 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	if cfg.Aggregate {
 		prefixes = cfg.PrefixMapSize
 	}
-	m.AggMap0.MaxEntries = prefixes
-	m.AggMap1.MaxEntries = prefixes
+	// Two more: the backup entries (0.0.0.0/0, ::/0), made on first use.
+	m.AggMap0.MaxEntries = prefixes + 2
+	m.AggMap1.MaxEntries = prefixes + 2
 	// Summaries exist for the flows in the flow map; their ring holds
 	// about a thousand records between two reads.
 	summaries, ring := uint32(1), uint32(4096)

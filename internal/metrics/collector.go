@@ -13,7 +13,7 @@ var (
 		"RTT samples of the prefix since start, from the kernel's per-prefix histograms (aggregated mode): native buckets (schema 4) and classic buckets; each kernel bin counted in the bucket of its midpoint",
 		[]string{"prefix"}, nil)
 	packetsDesc = prometheus.NewDesc("rttscope_prefix_packets_total",
-		"Packets of the prefix (direction rx: from it, seen on ingress; tx: to it, seen on egress) by protocol class",
+		"Packets of the prefix (direction rx: from it; tx: to it; on either hook, as ePPing's rx_stats/tx_stats) by protocol class",
 		[]string{"prefix", "direction", "protocol"}, nil)
 	bytesDesc = prometheus.NewDesc("rttscope_prefix_bytes_total",
 		"Bytes (IP header and payload) of the prefix by direction and protocol class",

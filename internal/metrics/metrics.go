@@ -92,8 +92,12 @@ func New(opts Options) (*Sink, error) {
 func (s *Sink) Addr() net.Addr { return s.ln.Addr() }
 
 // WriteAggregate implements format.Writer: the record's samples and
-// traffic are added to its prefix's series.
+// traffic are added to its prefix's series. ePPing's global and first
+// records (Global, Meta) have no prefix and are not exported.
 func (s *Sink) WriteAggregate(a *events.Aggregate) error {
+	if a.Global != nil || a.Meta != nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.prefix(prefixLabel(a))

@@ -144,7 +144,11 @@ func TestMetricsHistogramsAndOverflow(t *testing.T) {
 		aggregate("10.1.0.0/24", 3*ms, 90*time.Second, 5*time.Microsecond),
 		aggregate("192.0.2.0/24", 20*ms, 21*ms),
 	}
-	for _, a := range recs {
+	// ePPing's first and global records have no prefix: they take no
+	// series (else they would push a prefix below into the overflow).
+	epp := []*events.Aggregate{{Time: 1, Meta: &events.AggregateMeta{Interval: time.Second}},
+		{Time: 2, Global: &events.GlobalCounters{NonIPPackets: 3}}}
+	for _, a := range append(epp, recs...) {
 		if err := s.WriteAggregate(a); err != nil {
 			t.Fatal(err)
 		}

@@ -64,8 +64,8 @@ func (o Options) Validate() error {
 	if len(o.Interfaces) == 0 {
 		return errors.New("no interface given: use -i IFNAME (repeatable)")
 	}
-	if o.CleanupInterval <= 0 || o.StatsInterval < 0 || o.Duration < 0 {
-		return errors.New("--cleanup-interval must be > 0; --stats-interval and --duration must be >= 0")
+	if o.CleanupInterval < 0 || o.StatsInterval < 0 || o.Duration < 0 {
+		return errors.New("--cleanup-interval, --stats-interval and --duration must be >= 0")
 	}
 	if o.Output != nil {
 		return format.Require(format.Extend(o.Output), sampling.Needs(o.BPF))

@@ -25,8 +25,8 @@ func TestRunRefusesBeforeLoading(t *testing.T) {
 	}{
 		{"no output", func(o *Options) { o.Output = nil }, "no output writer"},
 		{"no interface", func(o *Options) { o.Interfaces = nil }, "no interface given"},
-		{"cleanup interval", func(o *Options) { o.CleanupInterval = 0 }, "--cleanup-interval must be > 0"},
-		{"duration", func(o *Options) { o.Duration = -time.Second }, "--duration must be >= 0"},
+		{"cleanup interval", func(o *Options) { o.CleanupInterval = -time.Second }, "--cleanup-interval, --stats-interval and --duration must be >= 0"},
+		{"duration", func(o *Options) { o.Duration = -time.Second }, "--cleanup-interval, --stats-interval and --duration must be >= 0"},
 		{"tc mode", func(o *Options) { o.Attach.TCMode = "new" }, `invalid --tc-mode "new"`},
 		{"ring buffer", func(o *Options) { o.BPF.RingbufSize = 5000 }, "ring buffer size must be a power of two"},
 		{"aggregate without interval", func(o *Options) { o.BPF.Aggregate = true }, "aggregation interval must be > 0"},

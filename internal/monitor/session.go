@@ -16,6 +16,7 @@ import (
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/loader"
+	"github.com/rttscope/rttscope/internal/sampling"
 	"github.com/rttscope/rttscope/internal/telemetry"
 )
 
@@ -153,6 +154,10 @@ func (s *session) openReaders() error {
 	s.undo = append(s.undo, s.cleaner.Close)
 	if s.opts.BPF.Aggregate {
 		s.agg, s.aggStart = s.objs.NewAggregator(true), time.Now().UnixNano()
+		s.agg.Timeout = s.opts.Report.AggregateTimeout
+		if err := s.out.WriteAggregate(&events.Aggregate{Time: s.aggStart, Meta: sampling.AggregateMeta(s.opts.BPF, s.opts.Report)}); err != nil {
+			return err
+		}
 	}
 	if s.opts.BPF.FlowSummary {
 		if s.sums, err = s.objs.NewSummaries(clockOffset()); err != nil {

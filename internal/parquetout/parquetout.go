@@ -303,6 +303,7 @@ var (
 	eventNames  = map[events.FlowEventType]*string{events.FlowOpening: ptr("opening"), events.FlowClosing: ptr("closing")}
 	triggerSrc  = ptr("src")
 	triggerDest = ptr("dest")
+	triggerGC   = ptr(events.SourceGC.String())
 )
 
 // add appends a row, handing the batch to the encoder when it is full.
@@ -377,9 +378,13 @@ func (w *Writer) WriteFlow(e *events.FlowEvent) error {
 	if r.FlowEvent == nil {
 		r.FlowEvent = ptr(e.Type.String())
 	}
-	r.TriggeredBy = triggerDest
-	if e.TriggeredBySrc {
+	switch e.Source {
+	case events.SourceSrc:
 		r.TriggeredBy = triggerSrc
+	case events.SourceGC:
+		r.TriggeredBy = triggerGC
+	default:
+		r.TriggeredBy = triggerDest
 	}
 	w.fillFlow(&r, &e.Flow)
 	return w.add(r)

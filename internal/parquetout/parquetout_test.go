@@ -50,7 +50,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fe := &events.FlowEvent{Time: 5, Flow: sample(0).Flow, Type: events.FlowClosing, Reason: events.ReasonFIN, TriggeredBySrc: true}
+	fe := &events.FlowEvent{Time: 5, Flow: sample(0).Flow, Type: events.FlowClosing, Reason: events.ReasonFIN, Source: events.SourceSrc}
 	dropped := &events.FlowEvent{Time: 6, Flow: events.Flow{ID: 42, Src: events.Endpoint{Port: 1}, Dst: events.Endpoint{Port: 2}, Proto: events.ProtoTCP}, Type: events.FlowOpening, Reason: events.ReasonSYN}
 	for _, err := range []error{
 		w.WriteFlow(fe), w.WriteFlow(dropped),

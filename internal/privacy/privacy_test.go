@@ -75,7 +75,7 @@ func records(start int64) []any {
 	tcp := flow(client4, server4, 40000, 443, events.ProtoTCP)
 	icmp := flow(client6, server6, 77, 77, events.ProtoICMPv6)
 	return []any{
-		&events.FlowEvent{Time: t0 + start, Flow: tcp, Type: events.FlowOpening, Reason: events.ReasonSYN, TriggeredBySrc: true},
+		&events.FlowEvent{Time: t0 + start, Flow: tcp, Type: events.FlowOpening, Reason: events.ReasonSYN, Source: events.SourceSrc},
 		&events.RTT{Time: t0 + start + 1_500_000_000, Flow: tcp.Reverse(), RTT: 40 * time.Millisecond, MinRTT: 40 * time.Millisecond,
 			SentPackets: 3, SentBytes: 300, RecPackets: 2, RecBytes: 200},
 		&events.RTT{Time: t0 + start + 2_000_000_000, Flow: icmp, RTT: 10 * time.Millisecond, MinRTT: 10 * time.Millisecond, SentPackets: 1},

@@ -68,9 +68,15 @@ func (w *Writer) WriteAggregate(a *events.Aggregate) error {
 	if err := w.before(a.Time); err != nil {
 		return err
 	}
+	if a.Global != nil && w.opts.Minimal {
+		return nil // nothing but counters
+	}
 	c := &w.agg
 	*c = *a
 	c.Time, c.Start = w.time(a.Time), w.time(a.Start)
+	if a.Global != nil || a.Meta != nil {
+		return w.next.WriteAggregate(c)
+	}
 	w.anonPrefix(c)
 	if w.opts.Minimal {
 		c.RX, c.TX = events.Traffic{}, events.Traffic{}

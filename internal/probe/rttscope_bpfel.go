@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type RttscopeAggGlobal struct {
+	_          structs.HostLayout
+	ProtoPkts  [256]uint64
+	ProtoBytes [256]uint64
+	NonipPkts  uint64
+	NonipBytes uint64
+	Ecn        [4]uint64
+}
+
 type RttscopeAggKey struct {
 	_      structs.HostLayout
 	Prefix struct {
@@ -28,24 +37,15 @@ type RttscopeAggKey struct {
 }
 
 type RttscopeAggStats struct {
-	_  structs.HostLayout
-	Rx struct {
-		_     structs.HostLayout
-		Pkts  [4]uint64
-		Bytes [4]uint64
-		Ecn   [4]uint64
-	}
-	Tx struct {
-		_     structs.HostLayout
-		Pkts  [4]uint64
-		Bytes [4]uint64
-		Ecn   [4]uint64
-	}
+	_           structs.HostLayout
+	Rx          RttscopeTrafficCounters
+	Tx          RttscopeTrafficCounters
 	RttCount    uint64
 	RttSum      uint64
 	RttMin      uint64
 	RttMax      uint64
 	Hist        [865]uint32
+	LinHist     [250]uint32
 	Reserved    uint32
 	SourceCount [6]uint32
 }
@@ -97,15 +97,16 @@ const (
 )
 
 type RttscopeFlowEvent struct {
-	_              structs.HostLayout
-	EventType      uint32
-	Ifindex        uint32
-	Timestamp      uint64
-	Flow           RttscopeNetworkTuple
-	FlowEventType  uint8
-	Reason         uint8
-	TriggeredBySrc uint8
-	Reserved       uint8
+	_             structs.HostLayout
+	EventType     uint32
+	Ifindex       uint32
+	Timestamp     uint64
+	Flow          RttscopeNetworkTuple
+	FlowEventType uint8
+	Reason        uint8
+	Source        uint8
+	Reserved      uint8
+	Seen          uint64
 }
 
 type RttscopeFlowEventReason uint32
@@ -118,6 +119,14 @@ const (
 	RttscopeFlowEventReasonEVENT_REASON_FIN            RttscopeFlowEventReason = 4
 	RttscopeFlowEventReasonEVENT_REASON_RST            RttscopeFlowEventReason = 5
 	RttscopeFlowEventReasonEVENT_REASON_FLOW_TIMEOUT   RttscopeFlowEventReason = 6
+)
+
+type RttscopeFlowEventSource uint32
+
+const (
+	RttscopeFlowEventSourceEVENT_SOURCE_DEST RttscopeFlowEventSource = 0
+	RttscopeFlowEventSourceEVENT_SOURCE_SRC  RttscopeFlowEventSource = 1
+	RttscopeFlowEventSourceEVENT_SOURCE_GC   RttscopeFlowEventSource = 2
 )
 
 type RttscopeFlowEventType uint32
@@ -137,19 +146,23 @@ type RttscopeFlowState struct {
 		LastSeen      uint64
 		LastTimestamp uint64
 		LastId        uint32
-		HasLastId     uint8
-		FinSeen       uint8
+		TsAttempted   uint8
+		ConnState     uint8
 		LocalDst      uint8
-		Reserved      uint8
+		OpenReason    uint8
 		MinRtt        uint64
 		Srtt          uint64
 		Outstanding   uint32
-		Reserved2     uint32
+		LastSource    uint8
+		Reserved      [3]uint8
+		BaseSentPkts  uint64
+		BaseSentBytes uint64
+		BaseRecPkts   uint64
+		BaseRecBytes  uint64
 	}
-	Opener      uint8
-	ClosingSent uint8
-	Reserved    [6]uint8
-	Seq         [2]struct {
+	Opener   uint8
+	Reserved [7]uint8
+	Seq      [2]struct {
 		_           structs.HostLayout
 		MaxEnd      uint32
 		TimedEnd    uint32
@@ -276,16 +289,27 @@ const (
 	RttscopeRttSourceRTT_SOURCES          RttscopeRttSource = 6
 )
 
+type RttscopeTrafficCounters struct {
+	_        structs.HostLayout
+	Pkts     [4]uint64
+	Bytes    [4]uint64
+	Ecn      [4]uint64
+	EppPkts  [3]uint64
+	EppBytes [3]uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	RttscopeMapAggGlobalMap               = "agg_global_map"
 	RttscopeMapAggMap0                    = "agg_map0"
 	RttscopeMapAggMap1                    = "agg_map1"
 	RttscopeMapAggZero                    = "agg_zero"
 	RttscopeMapCounters                   = "counters"
 	RttscopeMapDnsNames                   = "dns_names"
 	RttscopeMapEvents                     = "events"
+	RttscopeMapEvictScratch               = "evict_scratch"
 	RttscopeMapFlowMap                    = "flow_map"
 	RttscopeMapFlowRing                   = "flow_ring"
 	RttscopeMapFlowZero                   = "flow_zero"
@@ -322,6 +346,7 @@ const (
 	RttscopeVarCfgReplay                  = "cfg_replay"
 	RttscopeVarCfgRttRateMilli            = "cfg_rtt_rate_milli"
 	RttscopeVarCfgRttRateUseSrtt          = "cfg_rtt_rate_use_srtt"
+	RttscopeVarCfgSampleFirstTsval        = "cfg_sample_first_tsval"
 	RttscopeVarCfgSteps                   = "cfg_steps"
 	RttscopeVarCfgTcpFlowTimeoutNs        = "cfg_tcp_flow_timeout_ns"
 	RttscopeVarCfgTcpMode                 = "cfg_tcp_mode"
@@ -391,12 +416,14 @@ type RttscopeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RttscopeMapSpecs struct {
+	AggGlobalMap   *ebpf.MapSpec `ebpf:"agg_global_map"`
 	AggMap0        *ebpf.MapSpec `ebpf:"agg_map0"`
 	AggMap1        *ebpf.MapSpec `ebpf:"agg_map1"`
 	AggZero        *ebpf.MapSpec `ebpf:"agg_zero"`
 	Counters       *ebpf.MapSpec `ebpf:"counters"`
 	DnsNames       *ebpf.MapSpec `ebpf:"dns_names"`
 	Events         *ebpf.MapSpec `ebpf:"events"`
+	EvictScratch   *ebpf.MapSpec `ebpf:"evict_scratch"`
 	FlowMap        *ebpf.MapSpec `ebpf:"flow_map"`
 	FlowRing       *ebpf.MapSpec `ebpf:"flow_ring"`
 	FlowZero       *ebpf.MapSpec `ebpf:"flow_zero"`
@@ -430,6 +457,7 @@ type RttscopeVariableSpecs struct {
 	CfgReplay             *ebpf.VariableSpec `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_milli"`
 	CfgRttRateUseSrtt     *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_use_srtt"`
+	CfgSampleFirstTsval   *ebpf.VariableSpec `ebpf:"cfg_sample_first_tsval"`
 	CfgSteps              *ebpf.VariableSpec `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.VariableSpec `ebpf:"cfg_tcp_flow_timeout_ns"`
 	CfgTcpMode            *ebpf.VariableSpec `ebpf:"cfg_tcp_mode"`
@@ -462,12 +490,14 @@ func (o *RttscopeObjects) Close() error {
 //
 // It can be passed to LoadRttscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RttscopeMaps struct {
+	AggGlobalMap   *ebpf.Map `ebpf:"agg_global_map"`
 	AggMap0        *ebpf.Map `ebpf:"agg_map0"`
 	AggMap1        *ebpf.Map `ebpf:"agg_map1"`
 	AggZero        *ebpf.Map `ebpf:"agg_zero"`
 	Counters       *ebpf.Map `ebpf:"counters"`
 	DnsNames       *ebpf.Map `ebpf:"dns_names"`
 	Events         *ebpf.Map `ebpf:"events"`
+	EvictScratch   *ebpf.Map `ebpf:"evict_scratch"`
 	FlowMap        *ebpf.Map `ebpf:"flow_map"`
 	FlowRing       *ebpf.Map `ebpf:"flow_ring"`
 	FlowZero       *ebpf.Map `ebpf:"flow_zero"`
@@ -482,12 +512,14 @@ type RttscopeMaps struct {
 
 func (m *RttscopeMaps) Close() error {
 	return _RttscopeClose(
+		m.AggGlobalMap,
 		m.AggMap0,
 		m.AggMap1,
 		m.AggZero,
 		m.Counters,
 		m.DnsNames,
 		m.Events,
+		m.EvictScratch,
 		m.FlowMap,
 		m.FlowRing,
 		m.FlowZero,
@@ -522,6 +554,7 @@ type RttscopeVariables struct {
 	CfgReplay             *ebpf.Variable `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.Variable `ebpf:"cfg_rtt_rate_milli"`
 	CfgRttRateUseSrtt     *ebpf.Variable `ebpf:"cfg_rtt_rate_use_srtt"`
+	CfgSampleFirstTsval   *ebpf.Variable `ebpf:"cfg_sample_first_tsval"`
 	CfgSteps              *ebpf.Variable `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.Variable `ebpf:"cfg_tcp_flow_timeout_ns"`
 	CfgTcpMode            *ebpf.Variable `ebpf:"cfg_tcp_mode"`

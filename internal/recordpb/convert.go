@@ -49,7 +49,7 @@ func (c *Encoder) FlowEvent(e *events.FlowEvent) *Record {
 	if e.Type == events.FlowOpening {
 		t = FlowEvent_OPENING
 	}
-	c.flowEv = FlowEvent{Timestamp: e.Time, Flow: c.flow(&e.Flow), Type: t, Reason: e.Reason.String(), TriggeredBySrc: e.TriggeredBySrc}
+	c.flowEv = FlowEvent{Timestamp: e.Time, Flow: c.flow(&e.Flow), Type: t, Reason: e.Reason.String(), TriggeredBy: e.Source.String()}
 	c.oneFlow.FlowEvent = &c.flowEv
 	c.rec.Record = &c.oneFlow
 	return &c.rec
@@ -107,8 +107,18 @@ func (c *Encoder) Stats(s *events.Stats) *Record {
 	return &Record{Record: &Record_Stats{Stats: p}}
 }
 
-// Aggregate returns a as a Record.
+// Aggregate returns a as a Record: an Aggregate, or ePPing's global or
+// first record.
 func (c *Encoder) Aggregate(a *events.Aggregate) *Record {
+	if a.Global != nil {
+		return &Record{Record: &Record_AggregateGlobal{AggregateGlobal: aggregateGlobal(a)}}
+	}
+	if m := a.Meta; m != nil {
+		return &Record{Record: &Record_AggregateMeta{AggregateMeta: &AggregateMeta{
+			Timestamp: a.Time, Bins: events.LinBins, BinWidthNs: int64(events.LinBinWidth),
+			AggregationIntervalNs: int64(m.Interval), TimeoutIntervalNs: int64(m.Timeout),
+			Ipv4PrefixLen: uint32(m.PrefixV4), Ipv6PrefixLen: uint32(m.PrefixV6)}}}
+	}
 	p := &Aggregate{
 		Timestamp: a.Time, Start: a.Start, PrefixId: a.PrefixID,
 		Rx: traffic(&a.RX), Tx: traffic(&a.TX), Count: a.Count,
@@ -118,13 +128,31 @@ func (c *Encoder) Aggregate(a *events.Aggregate) *Record {
 	if a.Prefix.IsValid() {
 		p.PrefixAddr, p.PrefixBits = a.Prefix.Addr().AsSlice(), uint32(a.Prefix.Bits())
 	}
-	p.Histogram = histBins(a.Histogram)
+	p.RttHistogram = histBins(a.Histogram)
+	p.Histogram = a.LinHist
 	p.CountBySource = bySource(&a.BySource)
 	return &Record{Record: &Record_Aggregate{Aggregate: p}}
 }
 
+// aggregateGlobal is a's global counters (a.Global set).
+func aggregateGlobal(a *events.Aggregate) *AggregateGlobal {
+	g := a.Global
+	p := &AggregateGlobal{Timestamp: a.Time, Start: a.Start, NonIpPackets: g.NonIPPackets, NonIpBytes: g.NonIPBytes,
+		Ecn: g.ECN[:], ErrorsStorePacketTs: g.PacketTSStore, ErrorsCreateFlowState: g.FlowCreate,
+		ErrorsCreateAggSubnetState: g.AggSubnetCreate,
+		ProtocolPackets:            map[uint32]uint64{}, ProtocolBytes: map[uint32]uint64{}}
+	for proto, n := range g.ProtoPackets {
+		if n != 0 {
+			p.ProtocolPackets[uint32(proto)] = n
+			p.ProtocolBytes[uint32(proto)] = g.ProtoBytes[proto]
+		}
+	}
+	return p
+}
+
 func traffic(t *events.Traffic) *Traffic {
-	return &Traffic{Packets: t.Packets[:], Bytes: t.Bytes[:], Ecn: t.ECN[:]}
+	return &Traffic{Packets: t.Packets[:], Bytes: t.Bytes[:], Ecn: t.ECN[:],
+		EppingPackets: t.EPPPackets[:], EppingBytes: t.EPPBytes[:]}
 }
 
 // FlowSummary returns s as a Record.

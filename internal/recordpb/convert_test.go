@@ -44,8 +44,8 @@ func TestRecordsSurviveTheWire(t *testing.T) {
 		t.Errorf("dns rtt %v", dns)
 	}
 	fe := roundTrip(t, c.FlowEvent(&events.FlowEvent{Time: 3, Flow: events.Flow{ID: 9, Proto: events.ProtoICMP},
-		Type: events.FlowClosing, Reason: events.ReasonTimeout, TriggeredBySrc: true})).GetFlowEvent()
-	if fe.Type != FlowEvent_CLOSING || fe.Reason != "flow timeout" || !fe.TriggeredBySrc || fe.Flow.FlowId != 9 || len(fe.Flow.Src.Ip) != 0 {
+		Type: events.FlowClosing, Reason: events.ReasonTimeout, Source: events.SourceGC})).GetFlowEvent()
+	if fe.Type != FlowEvent_CLOSING || fe.Reason != "flow timeout" || fe.TriggeredBy != "garbage collection" || fe.Flow.FlowId != 9 || len(fe.Flow.Src.Ip) != 0 {
 		t.Errorf("flow event %v", fe)
 	}
 	st := roundTrip(t, c.Stats(&events.Stats{Time: 1, Packets: 77, Flows: 3, Variant: "cleanup=iterator",
@@ -56,14 +56,32 @@ func TestRecordsSurviveTheWire(t *testing.T) {
 		t.Errorf("stats %v", st)
 	}
 	a := &events.Aggregate{Time: 10, Start: 5, Prefix: netip.MustParsePrefix("10.1.2.0/24"), Count: 2, Sum: 7 * time.Millisecond,
-		P99: 4 * time.Millisecond, Histogram: []events.HistBin{{Lower: 1, Upper: 2, Count: 2}}}
+		P99: 4 * time.Millisecond, Histogram: []events.HistBin{{Lower: 1, Upper: 2, Count: 2}}, LinHist: []uint32{0, 2}}
 	a.RX.Packets[events.ClassUDP] = 6
+	a.TX.EPPPackets[events.EPPTCPNoTS] = 3
+	a.TX.EPPBytes[events.EPPTCPNoTS] = 180
 	a.BySource[events.SourceDNS] = 2
 	ag := roundTrip(t, c.Aggregate(a)).GetAggregate()
 	if ag.PrefixBits != 24 || netip.AddrFrom4([4]byte(ag.PrefixAddr)).String() != "10.1.2.0" || ag.SumNs != 7e6 || ag.P99Ns != 4e6 ||
-		ag.Rx.Packets[events.ClassUDP] != 6 || len(ag.Rx.Ecn) != 4 || ag.Histogram[0].Count != 2 ||
+		ag.Rx.Packets[events.ClassUDP] != 6 || len(ag.Rx.Ecn) != 4 || ag.RttHistogram[0].Count != 2 ||
+		len(ag.Histogram) != 2 || ag.Histogram[1] != 2 || len(ag.Tx.EppingPackets) != events.NumEPPClasses ||
+		ag.Tx.EppingPackets[events.EPPTCPNoTS] != 3 || ag.Tx.EppingBytes[events.EPPTCPNoTS] != 180 ||
 		len(ag.CountBySource) != 1 || ag.CountBySource["dns"] != 2 {
 		t.Errorf("aggregate %v", ag)
+	}
+	glob := &events.GlobalCounters{NonIPPackets: 1, PacketTSStore: 4}
+	glob.ProtoPackets[6], glob.ProtoBytes[6] = 5, 500
+	glob.ECN[2] = 5
+	gl := roundTrip(t, c.Aggregate(&events.Aggregate{Time: 11, Start: 6, Global: glob})).GetAggregateGlobal()
+	if gl == nil || gl.Timestamp != 11 || gl.Start != 6 || len(gl.ProtocolPackets) != 1 || gl.ProtocolPackets[6] != 5 ||
+		gl.ProtocolBytes[6] != 500 || gl.NonIpPackets != 1 || gl.Ecn[2] != 5 || gl.ErrorsStorePacketTs != 4 {
+		t.Errorf("aggregate global %v", gl)
+	}
+	me := roundTrip(t, c.Aggregate(&events.Aggregate{Time: 1, Meta: &events.AggregateMeta{Interval: time.Second,
+		Timeout: 30 * time.Second, PrefixV4: 24, PrefixV6: 48}})).GetAggregateMeta()
+	if me == nil || me.Bins != events.LinBins || me.BinWidthNs != int64(events.LinBinWidth) || me.AggregationIntervalNs != 1e9 ||
+		me.TimeoutIntervalNs != 30e9 || me.Ipv4PrefixLen != 24 || me.Ipv6PrefixLen != 48 {
+		t.Errorf("aggregate meta %v", me)
 	}
 	fs := roundTrip(t, c.FlowSummary(&events.FlowSummary{Time: 2, Flow: f, Reason: events.ReasonFIN,
 		Src: events.FlowDirSummary{Packets: 4, P50: time.Millisecond, BySource: [events.NumSources]uint64{events.SourceTCPSYN: 1}}})).GetFlowSummary()

@@ -32,14 +32,22 @@ func aggConfig() loader.Config {
 
 type aggHarness struct {
 	*harness
-	a    *Aggregating
-	recs []events.Aggregate
+	a       *Aggregating
+	recs    []events.Aggregate // prefix records
+	globals []events.Aggregate // ePPing's global records, one per interval
 }
 
 func newAggHarness(tb testing.TB, cfg loader.Config, interval time.Duration) *aggHarness {
 	tb.Helper()
 	h := &aggHarness{harness: newHarness(tb, cfg)}
 	a, err := NewAggregating(h.e, interval, func(g *events.Aggregate) error {
+		if g.Global != nil {
+			c := *g.Global
+			g2 := *g
+			g2.Global = &c
+			h.globals = append(h.globals, g2)
+			return nil
+		}
 		h.recs = append(h.recs, *g)
 		return nil
 	})
@@ -145,13 +153,29 @@ func TestAggregateHistogram(t *testing.T) {
 			t.Errorf("p%v = %d, exact %d, bound %v", c.q*100, c.got, exact, bound)
 		}
 	}
-	// Traffic: a's data left on egress (tx), b's ACKs arrived (rx), all
-	// keyed on b's prefix.
-	dataLen, ackLen := p.ipLen(p.data(true, 1, 0, 100)), p.ipLen(p.ack(false, 1, 1))
-	if g.TX.Packets[events.ClassTCP] != uint64(n) || g.TX.Bytes[events.ClassTCP] != uint64(n)*dataLen ||
-		g.RX.Packets[events.ClassTCP] != uint64(n) || g.RX.Bytes[events.ClassTCP] != uint64(n)*ackLen ||
-		g.RX.ECN[0] != uint64(n) || g.TX.TotalPackets() != uint64(n) {
-		t.Errorf("traffic rx %+v tx %+v", g.RX, g.TX)
+	// Traffic, as ePPing counts it: every packet for its source prefix
+	// (rx) and its destination prefix (tx); a and b share their /24.
+	data, ack := p.data(true, 1, 0, 100), p.ack(false, 1, 1)
+	dataLen, ackLen := p.ipLen(data), p.ipLen(ack)
+	for _, tr := range []events.Traffic{g.RX, g.TX} {
+		if tr.Packets[events.ClassTCP] != 2*uint64(n) || tr.Bytes[events.ClassTCP] != uint64(n)*(dataLen+ackLen) ||
+			tr.ECN[0] != 2*uint64(n) || tr.TotalPackets() != 2*uint64(n) ||
+			tr.EPPPackets[events.EPPTCPTS] != 2*uint64(n) || tr.EPPBytes[events.EPPTCPTS] != uint64(n*(len(data)+len(ack))) {
+			t.Errorf("traffic rx %+v tx %+v", g.RX, g.TX)
+		}
+	}
+	// ePPing's histogram: 4 ms bins up to the maximum's (the last one
+	// open), from the same samples.
+	var lin [events.LinBins]uint32
+	for _, v := range rtts {
+		lin[min(v/uint64(events.LinBinWidth), events.LinBins-1)]++
+	}
+	if last := min(int(sorted[n-1]/uint64(events.LinBinWidth))+1, events.LinBins); !slices.Equal(g.LinHist, lin[:last]) {
+		t.Errorf("ePPing histogram %v, want %v", g.LinHist, lin[:last])
+	}
+	// The global record: every packet by protocol.
+	if len(h.globals) != 1 || h.globals[0].Global.ProtoPackets[6] != 2*uint64(n) || h.globals[0].Global.ECN[0] != 2*uint64(n) {
+		t.Errorf("global records %+v", h.globals)
 	}
 	// No per-sample event crossed to user space.
 	if len(h.c.rtts) != 0 || len(h.c.flows) != 0 {
@@ -174,8 +198,8 @@ func TestAggregateIntervalsAndPrefixes(t *testing.T) {
 		h.sampleRTTs(p4, base+100*ms, []uint64{uint64(5 * ms), uint64(7 * ms)}) // interval 0
 		h.sampleRTTs(p6, base+200*ms, []uint64{uint64(3 * ms)})                 // interval 0
 		// A sample across the boundary: sent in 0, answered in 1.
-		h.feed(p4.data(true, 77, 0, 10), base+990*ms, true)
-		h.feed(p4.ack(false, 1, 77), base+1010*ms, false)
+		h.feed(p4.data(true, 2077, 0, 10), base+990*ms, true)
+		h.feed(p4.ack(false, 1, 2077), base+1010*ms, false)
 		// UDP and ICMP traffic with ECN marks in interval 2.
 		udp := p4.packet(false)
 		udp.TOS = 3
@@ -211,14 +235,25 @@ func TestAggregateIntervalsAndPrefixes(t *testing.T) {
 		check(0, b4, 2, 5*time.Millisecond)
 		check(0, b6, 1, 3*time.Millisecond)
 		check(int64(time.Second), b4, 1, 20*time.Millisecond)
-		// Traffic is keyed on the remote side unless reversed: b's UDP
-		// and ICMP packets arrive on ingress, keyed on b (or a).
-		g := got[key{2 * int64(time.Second), b4}]
-		if g.RX.Packets[events.ClassUDP] != 1 || g.RX.Packets[events.ClassICMP] != 1 || g.RX.ECN[3] != 1 || g.RX.ECN[0] != 1 || g.Count != 0 {
-			t.Errorf("reverse=%v: interval 2 traffic %+v", reverse, g)
+		// Traffic (whatever reverse says) as ePPing counts it: b's UDP
+		// and ICMP echo request count for b's prefix (rx) and a's (tx);
+		// the echo request is tracked and keeps its prefixes' entries,
+		// the UDP packet counts in them since they exist.
+		a4, bb4 := "192.168.1.0/24", "10.1.2.0/24"
+		rx, tx := got[key{2 * int64(time.Second), bb4}], got[key{2 * int64(time.Second), a4}]
+		if rx.RX.Packets[events.ClassUDP] != 1 || rx.RX.Packets[events.ClassICMP] != 1 || rx.RX.ECN[3] != 1 || rx.RX.ECN[0] != 1 ||
+			rx.RX.EPPPackets[events.EPPOther] != 2 || rx.Count != 0 || rx.TX.TotalPackets() != 0 {
+			t.Errorf("reverse=%v: interval 2, %s: %+v", reverse, bb4, rx)
 		}
-		if len(h.recs) != 4 {
-			t.Errorf("reverse=%v: %d records, want 4", reverse, len(h.recs))
+		if tx.TX.Packets[events.ClassUDP] != 1 || tx.TX.Packets[events.ClassICMP] != 1 || tx.RX.TotalPackets() != 0 {
+			t.Errorf("reverse=%v: interval 2, %s: %+v", reverse, a4, tx)
+		}
+		// Interval 0: both v4 and both v6 prefixes; 1: both v4; 2: both v4.
+		if len(h.recs) != 8 {
+			t.Errorf("reverse=%v: %d records, want 8: %+v", reverse, len(h.recs), h.recs)
+		}
+		if len(h.globals) != 3 {
+			t.Errorf("reverse=%v: %d global records, want 3", reverse, len(h.globals))
 		}
 	}
 }

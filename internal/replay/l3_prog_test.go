@@ -68,10 +68,10 @@ func TestL3OnlyTC(t *testing.T) {
 			rtts := h.takeRTTs()
 			if got := samplesOf(rtts); !slices.Equal(got, want) {
 				t.Errorf("RTT samples:\n got %s\nwant %s", fmtList(got), fmtList(want))
-			} else if rtts[0].SentBytes != uint64(len(steps[0].frame)) {
-				t.Errorf("sent bytes %d, want the whole L3 frame, %d", rtts[0].SentBytes, len(steps[0].frame))
+			} else if rtts[0].SentBytes != uint64(len("hello")) {
+				t.Errorf("sent bytes %d, want the payload, %d", rtts[0].SentBytes, len("hello"))
 			}
-			h.checkFlows(opening(t0, p.tcpFlow(true), events.ReasonFirstObserved, true))
+			h.checkFlows(exchangeFlows(p)...)
 
 			h.run([]step{
 				{10 * time.Second.Nanoseconds(), p.echo(true, false, 3, 1), true},

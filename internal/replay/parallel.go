@@ -60,7 +60,7 @@ func (c *collected) time() int64 {
 	if c.kind == events.KindRTT {
 		return c.rtt.Time
 	}
-	return c.flow.Time
+	return c.flow.Seen
 }
 
 func (c *collected) flowOf() *events.Flow {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
 
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/loader"
@@ -33,6 +35,10 @@ func testConfig() loader.Config {
 	c.FlowMapSize = 1024
 	c.TimestampMapSize = 4096
 	c.RingbufSize = 1 << 20
+	// Most tests check what one data packet and its reply give; the
+	// default rule (ePPing's: a flow first seen mid-stream waits for its
+	// next TSval) has tests of its own.
+	c.SampleFirstTSval = true
 	return c
 }
 
@@ -47,9 +53,10 @@ func (c *collect) Flow(e *events.FlowEvent) error { c.flows = append(c.flows, *e
 
 // harness is an engine loaded for one test, with its collected events.
 type harness struct {
-	tb testing.TB
-	e  *Engine
-	c  collect
+	tb   testing.TB
+	e    *Engine
+	c    collect
+	last int64 // capture time of the newest packet fed
 }
 
 func newHarness(tb testing.TB, cfg loader.Config) *harness {
@@ -72,6 +79,7 @@ func newHarness(tb testing.TB, cfg loader.Config) *harness {
 // the frame holds (as long as TEST_RUN accepts it: >= 14 bytes).
 func (h *harness) feed(frame []byte, t int64, egress bool) {
 	h.tb.Helper()
+	h.last = max(h.last, t)
 	if err := h.e.Feed(frame, t, egress); err != nil {
 		h.tb.Fatalf("Feed(%d bytes at t0%+d, egress=%v): %v", len(frame), t-t0, egress, err)
 	}
@@ -108,9 +116,18 @@ func (h *harness) takeRTTs() []events.RTT {
 }
 
 // takeFlows returns the flow events collected so far and forgets them.
+// Seen (when the event was reported) is checked here, against the time of
+// the last packet fed, and cleared: expectations name Time only.
 func (h *harness) takeFlows() []events.FlowEvent {
+	h.tb.Helper()
 	f := h.c.flows
 	h.c.flows = nil
+	for i := range f {
+		if f[i].Seen < f[i].Time || f[i].Seen > h.last {
+			h.tb.Errorf("flow event %+v: seen outside [time, last packet %d]", f[i], h.last)
+		}
+		f[i].Seen = 0
+	}
 	return f
 }
 
@@ -271,8 +288,35 @@ func (p path) echoFlow(fromA bool, id uint16) events.Flow {
 	return events.Flow{Src: events.Endpoint{IP: src.ip, Port: id}, Dst: events.Endpoint{IP: dst.ip, Port: id}, Proto: proto}
 }
 
+// payloadLen is the transport payload of a frame built by p (what
+// follows the TCP header or the ICMP echo header), the unit of the byte
+// counters.
+func (p path) payloadLen(frame []byte) uint64 {
+	pk := gopacket.NewPacket(frame, p.firstLayer(), gopacket.Default)
+	if tcp, ok := pk.TransportLayer().(*layers.TCP); ok {
+		return uint64(len(tcp.Payload))
+	}
+	if l := pk.Layer(layers.LayerTypeICMPv4); l != nil {
+		return uint64(len(l.LayerPayload()))
+	}
+	if l := pk.Layer(layers.LayerTypeICMPv6Echo); l != nil {
+		return uint64(len(l.LayerPayload()))
+	}
+	panic("payloadLen: no TCP or ICMP echo in the frame")
+}
+
+func (p path) firstLayer() gopacket.Decoder {
+	if !p.noEth {
+		return layers.LayerTypeEthernet
+	}
+	if p.a.ip.Is4() {
+		return layers.LayerTypeIPv4
+	}
+	return layers.LayerTypeIPv6
+}
+
 // ipLen is the IP-layer length (header + payload) of a frame built by p,
-// the unit of the byte counters.
+// the unit of the aggregated traffic counters.
 func (p path) ipLen(frame []byte) uint64 {
 	l2 := 0
 	if !p.noEth {
@@ -290,11 +334,11 @@ func payload(n int) []byte {
 }
 
 func opening(t int64, f events.Flow, r events.FlowReason, bySrc bool) events.FlowEvent {
-	return events.FlowEvent{Time: t, Flow: f, Type: events.FlowOpening, Reason: r, TriggeredBySrc: bySrc}
+	return events.FlowEvent{Time: t, Flow: f, Type: events.FlowOpening, Reason: r, Source: source(bySrc)}
 }
 
 func closing(t int64, f events.Flow, r events.FlowReason, bySrc bool) events.FlowEvent {
-	return events.FlowEvent{Time: t, Flow: f, Type: events.FlowClosing, Reason: r, TriggeredBySrc: bySrc}
+	return events.FlowEvent{Time: t, Flow: f, Type: events.FlowClosing, Reason: r, Source: source(bySrc)}
 }
 
 // Test paths. In "a after b" paths a's address (or port) sorts after b's, so
@@ -334,6 +378,16 @@ func exchange(p path, egressOf func(fromA bool) bool) (steps []step, want []samp
 	return steps, want
 }
 
+// exchangeFlows are the flow events of exchange: each direction opens
+// when the other side first answers it, named from that side (as its
+// samples are) and timed at its first timestamp (ePPing's events).
+func exchangeFlows(p path) []events.FlowEvent {
+	return []events.FlowEvent{
+		opening(t0, p.tcpFlow(false), events.ReasonFirstObserved, false),
+		opening(t0+50*ms, p.tcpFlow(true), events.ReasonFirstObserved, false),
+	}
+}
+
 // Hook placements: this host (a's packets leave, b's arrive), a middlebox
 // seeing both directions on ingress, and one seeing both on egress.
 var hookings = []struct {
@@ -364,7 +418,7 @@ func TestTCPTimestampMatch(t *testing.T) {
 				steps, want := exchange(pc.p, hk.egressOf)
 				h.run(steps)
 				h.checkSamples(want...)
-				h.checkFlows(opening(t0, pc.p.tcpFlow(true), events.ReasonFirstObserved, true))
+				h.checkFlows(exchangeFlows(pc.p)...)
 				s := h.stats()
 				if s.Packets != 4 || s.RTTEvents != 2 || s.Timestamps != 0 || s.Flows != 1 {
 					t.Errorf("stats %+v: want 4 packets, 2 RTT events, 0 timestamps left, 1 flow", s)
@@ -376,9 +430,9 @@ func TestTCPTimestampMatch(t *testing.T) {
 
 // TestTCPTimestampCandidates: which packets of a carry a TSval worth
 // timestamping. b's reply echoing it gives a sample only if the packet was
-// timestamped: pure ACKs (no payload, no SYN/FIN) are not, whatever the
-// frame length, SYNs only with IncludeSYN; a reply without the ACK flag
-// never matches (its TSecr is not valid).
+// timestamped: packets without payload (pure ACKs, bare FINs: ePPing's
+// rule) are not, whatever the frame length, SYNs only with IncludeSYN; a
+// reply without the ACK flag never matches (its TSecr is not valid).
 func TestTCPTimestampCandidates(t *testing.T) {
 	const rtt = 3_000_017
 	padded := func(p path) []byte { // Ethernet trailer after a pure ACK
@@ -401,8 +455,13 @@ func TestTCPTimestampCandidates(t *testing.T) {
 		{name: "pure ACK with Ethernet padding first packet", fresh: true, pkt: padded},
 		{name: "one byte of data", want: true, pkt: func(p path) []byte { return p.data(true, 200, 0, 1) }},
 		{name: "data first packet", fresh: true, want: true, pkt: func(p path) []byte { return p.data(true, 200, 0, 1) }},
-		{name: "FIN without payload", want: true, pkt: func(p path) []byte {
+		{name: "FIN without payload", pkt: func(p path) []byte {
 			return p.tcp(true, pktcraft.TCP{FIN: true, ACK: true, TSval: 200})
+		}},
+		// ePPing's rule: the FIN closes a's direction right after its
+		// timestamp, so the reply matches nothing.
+		{name: "FIN with payload", pkt: func(p path) []byte {
+			return p.tcp(true, pktcraft.TCP{FIN: true, ACK: true, TSval: 200, Payload: payload(3)})
 		}},
 		{name: "SYN", fresh: true, pkt: func(p path) []byte {
 			return p.tcp(true, pktcraft.TCP{SYN: true, TSval: 200})
@@ -530,8 +589,8 @@ func TestICMPEcho(t *testing.T) {
 				sample{Time: t0 + 4000*ms + 100_003, Flow: p.echoFlow(true, peerID), RTT: 100_003, Egress: true},
 			)
 			h.checkFlows(
-				opening(t0, p.echoFlow(true, id), events.ReasonFirstObserved, true),
-				opening(t0+4000*ms, p.echoFlow(false, peerID), events.ReasonFirstObserved, true),
+				opening(t0, back, events.ReasonFirstObserved, false),
+				opening(t0+4000*ms, p.echoFlow(true, peerID), events.ReasonFirstObserved, false),
 			)
 		})
 		t.Run(fam.name+"/not-tracked", func(t *testing.T) {
@@ -579,4 +638,11 @@ func TestReplayIgnoresLocalFilter(t *testing.T) {
 			}
 		})
 	}
+}
+
+func source(bySrc bool) events.FlowSource {
+	if bySrc {
+		return events.SourceSrc
+	}
+	return events.SourceDest
 }

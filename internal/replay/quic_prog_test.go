@@ -112,7 +112,10 @@ func TestQUICSpin(t *testing.T) {
 			if n[0] != quicWant(edges[0]) || n[1] != quicWant(edges[1]) {
 				t.Errorf("samples per direction %v, want %d %d (edges %v)", n, quicWant(edges[0]), quicWant(edges[1]), edges)
 			}
-			h.checkFlows(opening(t0, c.p.udpFlow(true), events.ReasonFirstObserved, true))
+			// ePPing's flow events: each direction opens when the
+			// other side first answers, named from the answering side.
+			h.checkFlows(opening(t0, c.p.udpFlow(false), events.ReasonFirstObserved, false),
+				opening(t0+rtt/2, c.p.udpFlow(true), events.ReasonFirstObserved, false))
 			if s := h.stats(); s.Timestamps != 0 || s.QUICSpinRejected != 0 || s.QUICSpinRandom != 0 {
 				t.Errorf("stats %+v: no timestamps, rejections or random bits expected", s)
 			}

@@ -28,6 +28,10 @@ type Options struct {
 	// time) when BPF.Aggregate is set. Flow summaries are written when
 	// flows end only: FlowSummaryInterval is not used.
 	Report sampling.Report
+	// AggregateOffset shifts the aggregation intervals: they start at
+	// multiples of the interval since the Unix epoch plus this offset
+	// (to line them up with the intervals of a live recording).
+	AggregateOffset time.Duration
 	// Direction chooses which packets are egress (see DirectionRules).
 	Direction DirectionRules
 	// Interfaces, when not empty, keeps only the packets of these pcapng
@@ -217,7 +221,10 @@ func (r *Replay) Run(ctx context.Context, w format.EventWriter) (sum Summary, er
 			// Interval boundaries in capture time; the programs have
 			// returned when Collect runs (after a flush), so no grace.
 			l.agg = r.eng.Objects().NewAggregator(false)
+			l.agg.Timeout = opts.Report.AggregateTimeout
 			l.aggInterval = int64(opts.Report.AggregateInterval)
+			l.aggOffset = int64(opts.AggregateOffset) % l.aggInterval
+			l.aggMeta = *sampling.AggregateMeta(opts.BPF, opts.Report)
 		}
 		if opts.BPF.FlowSummary {
 			if l.sums, err = r.eng.Objects().NewSummaries(0); err != nil {
@@ -302,7 +309,9 @@ type replayer struct {
 	sw               format.Writer
 	agg              *loader.Aggregator
 	aggInterval      int64
-	aggStart, aggEnd int64 // the open interval; aggEnd 0 before the first packet
+	aggOffset        int64
+	aggMeta          events.AggregateMeta // the first record
+	aggStart, aggEnd int64                // the open interval; aggEnd 0 before the first packet
 	sums             *loader.Summaries
 	firstPacket      func(ns int64) // Options.FirstPacket
 }
@@ -331,7 +340,7 @@ func (r *replayer) aggregate(ts int64) error {
 			return err
 		}
 	}
-	r.aggStart = ts - ts%r.aggInterval
+	r.aggStart = ts - (ts-r.aggOffset)%r.aggInterval
 	r.aggEnd = r.aggStart + r.aggInterval
 	return nil
 }
@@ -397,6 +406,11 @@ func (r *replayer) loop(ctx context.Context, rd *capture.Reader, sum *Summary, p
 			r.next = ts - ts%r.interval + r.interval
 			if r.firstPacket != nil {
 				r.firstPacket(ts)
+			}
+			if r.agg != nil {
+				if err := r.sw.WriteAggregate(&events.Aggregate{Time: ts, Meta: &r.aggMeta}); err != nil {
+					return err
+				}
 			}
 		}
 		sum.First, sum.Last = min(sum.First, ts), max(sum.Last, ts)

@@ -108,8 +108,16 @@ func TestRunSummary(t *testing.T) {
 			if sum.Expiries != 31 {
 				t.Errorf("%d cleanups, want 31", sum.Expiries)
 			}
-			if sum.RTTs != 20 || sum.Flows != 13 {
-				t.Errorf("%d RTT and %d flow events, want 20 and 13", sum.RTTs, sum.Flows)
+			var rtts, flows uint64
+			for _, e := range replaytest.Expected() {
+				if e.FlowEvent == "" {
+					rtts++
+				} else {
+					flows++
+				}
+			}
+			if sum.RTTs != rtts || sum.Flows != flows {
+				t.Errorf("%d RTT and %d flow events, want %d and %d", sum.RTTs, sum.Flows, rtts, flows)
 			}
 		})
 	}
@@ -136,11 +144,12 @@ func TestRunCleanupInterval(t *testing.T) {
 		}
 	}
 	// TCP idle since T0+0.37/0.71 s + 20 s -> first multiple of 7 s after
-	// T0+20.71 s; ICMP since T0+0.8 s + 30 s -> after T0+30.8 s.
+	// T0+20.71 s (flow E: both directions); ICMP since T0+0.43/0.57 s +
+	// 30 s -> after T0+30.57 s (flow F never opened: no event).
 	first := func(after int64) int64 { return after - after%epochMultiple + epochMultiple }
 	tcpAt := first(replaytest.T0 + 20710300000)
-	icmpAt := first(replaytest.T0 + 30800000000)
-	want := []int64{tcpAt, tcpAt, icmpAt, icmpAt, icmpAt}
+	icmpAt := first(replaytest.T0 + 30565432000)
+	want := []int64{tcpAt, tcpAt, tcpAt, icmpAt, icmpAt}
 	if fmt.Sprint(closings) != fmt.Sprint(want) {
 		t.Errorf("timeouts at %v, want %v", closings, want)
 	}
@@ -332,8 +341,8 @@ func TestRunInterrupted(t *testing.T) {
 
 // TestRunLargeFrames: packets larger than BPF_PROG_TEST_RUN accepts (GRO/TSO
 // aggregates of up to 64 KiB, as captured on hosts) are cut to fit; byte
-// counts still come from the IP header, and IPv4/IPv6 frames too short
-// for BPF_PROG_TEST_RUN are skipped.
+// counts (payload) still come from the IP header, and IPv4/IPv6 frames too
+// short for BPF_PROG_TEST_RUN are skipped.
 func TestRunLargeFrames(t *testing.T) {
 	testutil.RequireRoot(t)
 	c4, s4 := replaytest.Client4, replaytest.Server4
@@ -351,15 +360,17 @@ func TestRunLargeFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, workers := range []int{1, 2} {
-		out, sum, err := replayFile(t, path, "json", replay.Options{BPF: runConfig(), Workers: workers})
+		cfg := runConfig()
+		cfg.SampleFirstTSval = true // the big packet is the flow's first
+		out, sum, err := replayFile(t, path, "json", replay.Options{BPF: cfg, Workers: workers})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if sum.Short != 2 || sum.Fed != 2 {
 			t.Errorf("summary %+v: want 2 fed, 2 short", sum)
 		}
-		if !bytes.Contains(out, []byte(`"rtt":31415926,"min_rtt":31415926,"sent_packets":1,"sent_bytes":64052,`)) {
-			t.Errorf("want one 31.415926 ms sample after 64052 bytes sent, got\n%s", out)
+		if !bytes.Contains(out, []byte(`"rtt":31415926,"min_rtt":31415926,"sent_packets":1,"sent_bytes":64000,`)) {
+			t.Errorf("want one 31.415926 ms sample after 64000 payload bytes sent, got\n%s", out)
 		}
 	}
 }

@@ -95,17 +95,19 @@ func TestSeqMatch(t *testing.T) {
 				{40 * ms, p.seg(false, 5300, 1250, 0), false},      // covers 1150 and 1250: 20 ms - 1 ns
 				{50 * ms, p.seg(true, 1250, 5300, 0, fin), true},   // FIN: end 1251
 				{61 * ms, p.seg(false, 5300, 1251, 0), false},      // 11 ms
-				{62 * ms, p.seg(false, 5300, 1251, 0, fin), false}, // b's FIN: the flow ends
+				{62 * ms, p.seg(false, 5300, 1251, 0, fin), false}, // b's FIN: end 5301
+				{63 * ms, p.seg(true, 1251, 5301, 0), true},        // a acks it: 1 ms, the flow ends
 			})
 			h.checkSourced(
 				seqSample(p, false, 10_000_007, 10_000_007, events.SourceTCPSeq),
 				seqSample(p, true, 25*ms, 5*time.Millisecond, events.SourceTCPSeq),
 				seqSample(p, false, 40*ms, 20*time.Millisecond-1, events.SourceTCPSeq),
 				seqSample(p, false, 61*ms, 11*time.Millisecond, events.SourceTCPSeq),
+				seqSample(p, true, 63*ms, time.Millisecond, events.SourceTCPSeq),
 			)
 			s := h.stats()
-			if s.Samples[events.SourceTCPSeq] != 4 || s.RTTEvents != 4 || s.TCPSeqRetransmissions != 0 || s.Flows != 0 {
-				t.Errorf("stats %+v: want 4 tcp_seq samples, no retransmission, the flow closed", s)
+			if s.Samples[events.SourceTCPSeq] != 5 || s.RTTEvents != 5 || s.TCPSeqRetransmissions != 0 || s.Flows != 0 {
+				t.Errorf("stats %+v: want 5 tcp_seq samples, no retransmission, the flow closed", s)
 			}
 		})
 	}
@@ -358,7 +360,12 @@ func TestHandshake(t *testing.T) {
 					seqSample(p, true, 20500*us, 500*time.Microsecond, events.SourceTCPSYN),
 					seqSample(p, false, 41*ms, 20*time.Millisecond, dataSrc),
 				)
-				h.checkFlows(opening(t0, p.tcpFlow(true), events.ReasonSYN, true))
+				// ePPing's flow events (as with --include-SYN): the
+				// SYN's direction opens on the SYN-ACK, the SYN-ACK's
+				// on the handshake's ACK, each named from the side
+				// that answers it, at the time it was timestamped.
+				h.checkFlows(opening(t0, p.tcpFlow(false), events.ReasonSYN, false),
+					opening(t0+20*ms, p.tcpFlow(true), events.ReasonSYNACK, false))
 				if s := h.stats(); s.Samples[events.SourceTCPSYN] != 2 || s.Samples[dataSrc] != 1 {
 					t.Errorf("samples per source %v", s.Samples)
 				}

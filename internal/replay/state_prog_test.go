@@ -89,9 +89,12 @@ func tick() []byte {
 	return path{a: ep("192.0.2.1", 1), b: ep("192.0.2.2", 2)}.ack(true, 1, 1)
 }
 
-// TestFlowEvents: opening reasons (SYN and SYN-ACK with IncludeSYN, first
-// observed packet otherwise) and closing reasons (FIN, RST); events name the
-// flow in the opener's direction and say which end triggered them.
+// TestFlowEvents: ePPing's flow events. A direction opens when the other
+// side first answers it (reason: SYN, SYN-ACK with IncludeSYN, first
+// observed packet otherwise), and closes with its FIN or either side's RST
+// if it had opened. Events name the direction as its samples are (from the
+// answering side) and say which end caused them; the flow goes once
+// neither direction is active.
 func TestFlowEvents(t *testing.T) {
 	p := pathV4Swapped // a's side is the second half of the flow key
 	syn := p.tcp(true, pktcraft.TCP{SYN: true, TSval: 1, ExtraOptions: pktcraft.OptMSS(1460)})
@@ -104,7 +107,7 @@ func TestFlowEvents(t *testing.T) {
 		cfg.IncludeSYN = true
 		h := newHarness(t, cfg)
 		h.run([]step{{0, syn, true}, {20_000_001, synAck, false}, {20_300_001, ack, true}})
-		h.checkFlows(opening(t0, ab, events.ReasonSYN, true))
+		h.checkFlows(opening(t0, ba, events.ReasonSYN, false), opening(t0+20_000_001, ab, events.ReasonSYNACK, false))
 		h.checkSamples(
 			sample{Time: t0 + 20_000_001, Flow: ba, RTT: 20_000_001},
 			sample{Time: t0 + 20_300_001, Flow: ab, RTT: 300_000, Egress: true},
@@ -115,7 +118,7 @@ func TestFlowEvents(t *testing.T) {
 		cfg.IncludeSYN = true
 		h := newHarness(t, cfg)
 		h.run([]step{{0, synAck, false}, {ms, ack, true}})
-		h.checkFlows(opening(t0, ba, events.ReasonSYNACK, true))
+		h.checkFlows(opening(t0, ab, events.ReasonSYNACK, false))
 		h.checkSamples(sample{Time: t0 + ms, Flow: ab, RTT: time.Millisecond, Egress: true})
 	})
 	t.Run("without-syn", func(t *testing.T) {
@@ -127,7 +130,7 @@ func TestFlowEvents(t *testing.T) {
 			t.Errorf("the handshake left state: %+v", s)
 		}
 		h.run([]step{{30 * ms, p.data(true, 3, 900, 10), true}, {31 * ms, p.ack(false, 901, 3), false}})
-		h.checkFlows(opening(t0+30*ms, ab, events.ReasonFirstObserved, true))
+		h.checkFlows(opening(t0+30*ms, ba, events.ReasonFirstObserved, false))
 		h.checkSamples(sample{Time: t0 + 31*ms, Flow: ba, RTT: time.Millisecond})
 	})
 
@@ -144,30 +147,32 @@ func TestFlowEvents(t *testing.T) {
 		remain uint64 // flows left
 	}{
 		{
+			// b never sent anything worth timestamping: a's FIN ends
+			// the flow; b's FIN finds none. A bare FIN is not
+			// timestamped (no payload).
 			name:   "fin-from-opener-then-peer",
 			steps:  []step{{100 * ms, fin(true, 11, 20), true}, {102_000_003, fin(false, 21, 11), false}, {103 * ms, p.ack(true, 12, 21), true}},
-			flows:  []events.FlowEvent{closing(t0+100*ms, ab, events.ReasonFIN, true)},
-			rtts:   []sample{{Time: t0 + 102_000_003, Flow: ba, RTT: 2_000_003}}, // the FIN is timestamped
+			flows:  []events.FlowEvent{closing(t0+100*ms, ba, events.ReasonFIN, false)},
 			remain: 0,
 		},
 		{
+			// b's direction never opened: its FIN closes it silently.
 			name:   "fin-from-peer-then-opener",
 			steps:  []step{{100 * ms, fin(false, 21, 10), false}, {100*ms + 500, fin(true, 11, 21), true}},
-			flows:  []events.FlowEvent{closing(t0+100*ms, ab, events.ReasonFIN, false)},
-			rtts:   []sample{{Time: t0 + 100*ms + 500, Flow: ab, RTT: 500, Egress: true}},
+			flows:  []events.FlowEvent{closing(t0+100*ms+500, ba, events.ReasonFIN, false)},
 			remain: 0,
 		},
 		{
+			// b's data after a's FIN starts a new flow (b's).
 			name:   "fin-from-one-side-only",
 			steps:  []step{{100 * ms, fin(true, 11, 20), true}, {101 * ms, p.data(false, 21, 11, 10), false}},
-			flows:  []events.FlowEvent{closing(t0+100*ms, ab, events.ReasonFIN, true)},
-			rtts:   []sample{{Time: t0 + 101*ms, Flow: ba, RTT: time.Millisecond}},
+			flows:  []events.FlowEvent{closing(t0+100*ms, ba, events.ReasonFIN, false)},
 			remain: 1,
 		},
 		{
 			name:   "rst-from-peer",
 			steps:  []step{{100 * ms, p.tcp(false, pktcraft.TCP{RST: true, ACK: true, TSval: 21, TSecr: 10}), false}},
-			flows:  []events.FlowEvent{closing(t0+100*ms, ab, events.ReasonRST, false)},
+			flows:  []events.FlowEvent{closing(t0+100*ms, ba, events.ReasonRST, true)},
 			remain: 0,
 		},
 		{
@@ -175,18 +180,37 @@ func TestFlowEvents(t *testing.T) {
 			steps: []step{
 				{100 * ms, p.tcp(true, pktcraft.TCP{RST: true, TSval: 11}), true},
 				{200 * ms, p.data(false, 30, 0, 10), false},
+				{201 * ms, p.ack(true, 12, 30), true},
 			},
 			flows: []events.FlowEvent{
-				closing(t0+100*ms, ab, events.ReasonRST, true),
-				opening(t0+200*ms, ba, events.ReasonFirstObserved, true),
+				closing(t0+100*ms, ba, events.ReasonRST, false),
+				opening(t0+200*ms, ab, events.ReasonFirstObserved, false),
 			},
+			rtts:   []sample{{Time: t0 + 201*ms, Flow: ab, RTT: time.Millisecond, Egress: true}},
 			remain: 1,
+		},
+		{
+			// Both directions opened: an RST closes both, each with
+			// its event.
+			name: "rst-closes-both",
+			steps: []step{
+				{100 * ms, p.data(false, 30, 10, 10), false},
+				{101 * ms, p.ack(true, 12, 30), true},
+				{102 * ms, p.tcp(true, pktcraft.TCP{RST: true, ACK: true, TSval: 13, TSecr: 30}), true},
+			},
+			flows: []events.FlowEvent{
+				opening(t0+100*ms, ab, events.ReasonFirstObserved, false),
+				closing(t0+102*ms, ba, events.ReasonRST, false),
+				closing(t0+102*ms, ab, events.ReasonRST, true),
+			},
+			rtts:   []sample{{Time: t0 + 101*ms, Flow: ab, RTT: time.Millisecond, Egress: true}},
+			remain: 0,
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t, testConfig())
 			h.run(established)
-			h.checkFlows(opening(t0, ab, events.ReasonFirstObserved, true))
+			h.checkFlows(opening(t0, ba, events.ReasonFirstObserved, false))
 			h.checkSamples(sample{Time: t0 + ms, Flow: ba, RTT: time.Millisecond})
 			h.run(c.steps)
 			h.checkFlows(c.flows...)
@@ -217,9 +241,14 @@ func flowOrder(x, y events.FlowEvent) int {
 }
 
 // TestFlowTimeout: a flow idle for more than its timeout (TCP or other) is
-// closed by Expire with "flow timeout" at the time of the newest packet,
-// once; a flow idle for exactly the timeout is kept.
+// removed by Expire; each of its directions that had opened reports
+// "closing due to flow timeout from garbage collection" at the time of the
+// newest packet, once; a flow idle for exactly the timeout is kept.
 func TestFlowTimeout(t *testing.T) { forEachVariant(t, cleanupVariants, testFlowTimeout) }
+
+func timedOut(t int64, f events.Flow) events.FlowEvent {
+	return events.FlowEvent{Time: t, Flow: f, Type: events.FlowClosing, Reason: events.ReasonTimeout, Source: events.SourceGC}
+}
 
 func testFlowTimeout(t *testing.T, check func(*harness)) {
 	sec := time.Second.Nanoseconds()
@@ -231,59 +260,69 @@ func testFlowTimeout(t *testing.T, check func(*harness)) {
 	check(h)
 	x1, x2 := pathV4, pathV4Swapped // opened by the first / second half of the key
 	x3 := path{a: ep("10.0.0.1", 1001), b: ep("10.0.0.2", 80)}
+	x4 := path{a: ep("10.0.0.1", 1002), b: ep("10.0.0.2", 80)} // never answered
 	h.run([]step{
 		{0, x1.data(true, 1, 0, 10), true},
 		{0, x2.data(true, 1, 0, 10), true},
 		{0, x3.data(true, 1, 0, 10), true},
+		{0, x4.data(true, 1, 0, 10), true},
+		{ms, x1.ack(false, 2, 1), false},
+		{ms, x2.ack(false, 2, 1), false},
 		{ms, x3.tcp(false, pktcraft.TCP{FIN: true, ACK: true, TSval: 2, TSecr: 1}), false}, // b closes, a never does
 		{500 * ms, pathV6.echo(true, false, 77, 1), true},
+		{501 * ms, pathV6.echo(false, true, 77, 1), false},
 	})
 	h.checkFlows(
-		opening(t0, x1.tcpFlow(true), events.ReasonFirstObserved, true),
-		opening(t0, x2.tcpFlow(true), events.ReasonFirstObserved, true),
-		opening(t0, x3.tcpFlow(true), events.ReasonFirstObserved, true),
-		closing(t0+ms, x3.tcpFlow(true), events.ReasonFIN, false),
-		opening(t0+500*ms, pathV6.echoFlow(true, 77), events.ReasonFirstObserved, true),
+		opening(t0, x1.tcpFlow(false), events.ReasonFirstObserved, false),
+		opening(t0, x2.tcpFlow(false), events.ReasonFirstObserved, false),
+		opening(t0, x3.tcpFlow(false), events.ReasonFirstObserved, false), // b's FIN answers a
+		opening(t0+500*ms, pathV6.echoFlow(false, 77), events.ReasonFirstObserved, false),
 	)
 	h.takeRTTs()
 
-	// 1.5 s: exactly the ICMP flow's timeout (from 0.5 s): kept.
-	h.feed(tick(), t0+1500*ms, true)
+	// 1.501 s: exactly the ICMP flow's timeout (from 0.501 s): kept.
+	h.feed(tick(), t0+1501*ms, true)
 	h.expire()
 	h.checkFlows()
 	// One ns later it goes.
-	h.feed(tick(), t0+1500*ms+1, true)
+	h.feed(tick(), t0+1501*ms+1, true)
 	h.expire()
-	h.checkFlows(closing(t0+1500*ms+1, pathV6.echoFlow(true, 77), events.ReasonTimeout, true))
-	if s := h.stats(); s.FlowsTimedOut != 1 || s.Flows != 3 {
-		t.Errorf("after the ICMP timeout: %+v, want 1 timed out, 3 flows", s)
+	h.checkFlows(timedOut(t0+1501*ms+1, pathV6.echoFlow(false, 77)))
+	if s := h.stats(); s.FlowsTimedOut != 1 || s.Flows != 4 {
+		t.Errorf("after the ICMP timeout: %+v, want 1 timed out, 4 flows", s)
 	}
-	// 2 s: exactly the TCP timeout: kept; 2 s + 1 ns: all three go, x3
-	// without a second closing event (it had its FIN one), 1 ms later.
-	h.feed(tick(), t0+2*sec, true)
+	// 2 s: x4's timeout (its last packet at 0): it goes without an event
+	// (it never opened); the others are kept. 2 s + 1 ms: exactly theirs,
+	// kept; one ns later all three go, each with one event (x3's b side
+	// had closed with its FIN, and never opened).
+	h.feed(tick(), t0+2*sec+1, true)
 	h.expire()
 	h.checkFlows()
-	h.feed(tick(), t0+2*sec+1, true)
+	if s := h.stats(); s.FlowsTimedOut != 2 || s.Flows != 3 {
+		t.Errorf("after x4's timeout: %+v, want 2 timed out, 3 flows", s)
+	}
+	h.feed(tick(), t0+2*sec+ms, true)
+	h.expire()
+	h.checkFlows()
+	h.feed(tick(), t0+2*sec+ms+1, true)
 	h.expire()
 	got := h.takeFlows()
 	slices.SortFunc(got, flowOrder)
 	want := []events.FlowEvent{
-		closing(t0+2*sec+1, x1.tcpFlow(true), events.ReasonTimeout, true),
-		closing(t0+2*sec+1, x2.tcpFlow(true), events.ReasonTimeout, true),
+		timedOut(t0+2*sec+ms+1, x1.tcpFlow(false)),
+		timedOut(t0+2*sec+ms+1, x2.tcpFlow(false)),
+		timedOut(t0+2*sec+ms+1, x3.tcpFlow(false)),
 	}
 	slices.SortFunc(want, flowOrder)
 	if !slices.Equal(got, want) {
 		t.Errorf("timeouts:\n got %s\nwant %s", fmtList(got), fmtList(want))
 	}
-	h.feed(tick(), t0+2*sec+ms+1, true)
-	h.expire()
-	h.checkFlows()
-	if s := h.stats(); s.FlowsTimedOut != 4 || s.Flows != 0 {
-		t.Errorf("after the TCP timeouts: %+v, want 4 timed out, no flows", s)
+	if s := h.stats(); s.FlowsTimedOut != 5 || s.Flows != 0 {
+		t.Errorf("after the TCP timeouts: %+v, want 5 timed out, no flows", s)
 	}
-	// The timed out flows' unanswered timestamps (TimestampTimeout 10 s)
-	// are still there; a late reply finds no flow and gives nothing.
-	h.feed(x1.ack(false, 3, 1), t0+3*sec, false)
+	// x4's unanswered timestamp (TimestampTimeout 10 s) is still there;
+	// a late reply finds no flow and gives nothing.
+	h.feed(x4.ack(false, 3, 1), t0+3*sec, false)
 	h.checkSamples()
 }
 
@@ -319,14 +358,17 @@ func testTimestampTimeout(t *testing.T, check func(*harness)) {
 	h.feed(p.data(true, 11, 51, 10), t0+2*sec, true)
 	h.feed(p.ack(false, 52, 11), t0+2*sec+5, false)
 	h.checkSamples(sample{Time: t0 + 2*sec + 5, Flow: p.tcpFlow(false), RTT: 5})
-	h.checkFlows(opening(t0, p.tcpFlow(true), events.ReasonFirstObserved, true))
+	h.checkFlows(opening(t0, p.tcpFlow(false), events.ReasonFirstObserved, false),
+		opening(t0+ms, p.tcpFlow(true), events.ReasonFirstObserved, false))
 }
 
 // TestRTTStatistics: each sample carries the minimum and the smoothed RTT of
 // the timestamped direction (srtt = srtt - srtt/8 + rtt/8 in integer ns,
-// starting at the first RTT) and what that direction sent and received so
-// far, in packets and IP-layer bytes (IP header + payload). The other
-// direction has its own.
+// starting at the first RTT) and what that direction sent and received
+// since it became active (its first packet worth timestamping), in packets
+// and payload bytes (what follows the transport header), as ePPing counts.
+// The other direction has its own: b's counters start with b's data, not
+// with the flow.
 func TestRTTStatistics(t *testing.T) {
 	rtts := []uint64{50_000_003, 40_000_005, 45_000_007, 30_000_001, 60_000_011, 30_000_001, 29_999_999}
 	for _, p := range []path{pathV4, pathV6, {a: pathV6.a, b: pathV6.b, vlans: []uint16{3}, ext: []pktcraft.ExtHeader{pktcraft.HopByHop()}}} {
@@ -335,8 +377,8 @@ func TestRTTStatistics(t *testing.T) {
 			sec := time.Second.Nanoseconds()
 			var (
 				aData, aAck, bAck = p.data(true, 100, 0, 100), p.ack(true, 100, 0), p.ack(false, 1, 100)
-				dataLen, ackLen   = p.ipLen(aData), p.ipLen(aAck)
-				bAckLen           = p.ipLen(bAck)
+				dataLen, ackLen   = p.payloadLen(aData), p.payloadLen(aAck)
+				bAckLen           = p.payloadLen(bAck)
 				minRTT, srtt      uint64
 				want              []events.RTT
 			)
@@ -367,12 +409,11 @@ func TestRTTStatistics(t *testing.T) {
 			bData, aReply := p.data(false, 7000, 0, 300), p.ack(true, 200, 7000)
 			h.feed(bData, t0+at, false)
 			h.feed(aReply, t0+at+7_777_777, true)
-			n := uint64(len(rtts))
 			want = append(want, events.RTT{
 				Time: t0 + at + 7_777_777, Flow: p.tcpFlow(true), MatchOnEgress: true,
 				RTT: 7_777_777, MinRTT: 7_777_777, SmoothedRTT: 7_777_777,
-				SentPackets: n + 1, SentBytes: n*bAckLen + p.ipLen(bData),
-				RecPackets: 2*n + 1, RecBytes: n*(dataLen+ackLen) + p.ipLen(aReply),
+				SentPackets: 1, SentBytes: p.payloadLen(bData),
+				RecPackets: 1, RecBytes: p.payloadLen(aReply),
 			})
 
 			got := h.takeRTTs()
@@ -381,6 +422,9 @@ func TestRTTStatistics(t *testing.T) {
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("RTT events:\n got %s\nwant %s", fmtList(got), fmtList(want))
+			}
+			if dataLen != 100 || ackLen != 0 || bAckLen != 0 || p.payloadLen(bData) != 300 {
+				t.Fatalf("payload lengths %d %d %d %d: want 100 0 0 300", dataLen, ackLen, bAckLen, p.payloadLen(bData))
 			}
 			if srtt == minRTT || srtt == rtts[len(rtts)-1] {
 				t.Fatal("test data does not tell srtt from min or last RTT")

@@ -38,7 +38,7 @@ func TestFlowSummaryMatchesSamples(t *testing.T) {
 				i = 1
 			}
 			sent[i].pkts++
-			sent[i].bytes += p.ipLen(frame)
+			sent[i].bytes += p.payloadLen(frame)
 		}
 		at := t0 + int64(fi)*1000*ms
 		start := at

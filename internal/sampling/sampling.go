@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/flagval"
 	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/loader"
@@ -33,7 +34,9 @@ type Options struct {
 
 // Default returns the defaults of every command: ePPing's (TCP only,
 // 100 ms rate limit) and per-sample records.
-func Default() Options { return Options{BPF: loader.DefaultConfig()} }
+func Default() Options {
+	return Options{BPF: loader.DefaultConfig(), Report: Report{AggregateTimeout: loader.DefaultAggregateTimeout}}
+}
 
 // Validate reports the first choice that cannot work, in the words of the
 // command line: the report against the programs' configuration, then the
@@ -53,6 +56,9 @@ type Report struct {
 	// FlowSummaryInterval, when > 0, also writes the summary of every
 	// live flow this often (BPF.FlowSummary); 0 = only when flows end.
 	FlowSummaryInterval time.Duration
+	// AggregateTimeout is how long a prefix without traffic keeps its
+	// entry (ePPing's --aggregate-timeout); 0 = for ever.
+	AggregateTimeout time.Duration
 }
 
 // Check reports what in r does not fit the programs' configuration bpf.
@@ -62,10 +68,18 @@ func (r Report) Check(bpf loader.Config) error {
 		return errors.New("--aggregate must be >= 0")
 	case bpf.Aggregate && r.AggregateInterval == 0:
 		return errors.New("aggregation interval must be > 0")
+	case r.AggregateTimeout < 0:
+		return errors.New("--aggregate-timeout must be >= 0")
 	case r.FlowSummaryInterval < 0 || (r.FlowSummaryInterval > 0 && !bpf.FlowSummary):
 		return errors.New("--flow-summary-interval needs --flow-summary and must be >= 0")
 	}
 	return nil
+}
+
+// AggregateMeta describes an aggregated run (ePPing's first record).
+func AggregateMeta(bpf loader.Config, r Report) *events.AggregateMeta {
+	return &events.AggregateMeta{Interval: r.AggregateInterval, Timeout: r.AggregateTimeout,
+		PrefixV4: bpf.AggPrefixV4, PrefixV6: bpf.AggPrefixV6}
 }
 
 // Needs returns what the output writer must be able to write for the
@@ -99,6 +113,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, keep func(name string) bool) {
 	all.BoolVar(&c.DNSNames, "dns-names", c.DNSNames, "with --dns, also report the question's name (off: names are never read; they are personal data, see docs/privacy.md)")
 	all.Var(flagval.NewPorts(c.QUICPorts[:]), "quic-ports", "UDP ports of --quic, comma-separated (at most 4)")
 	all.BoolVarP(&c.IncludeSYN, "include-syn", "s", c.IncludeSYN, "also timestamp SYNs, so handshakes open flows and give samples (can fill state under SYN floods)")
+	// ePPing's spelling of the same flag.
+	all.BoolVar(&c.IncludeSYN, "include-SYN", c.IncludeSYN, "same as --include-syn (ePPing's spelling)")
+	_ = all.MarkHidden("include-SYN")
+	all.BoolVar(&c.SampleFirstTSval, "sample-first-tsval", c.SampleFirstTSval, "also timestamp the TSval a TCP flow is first seen with (ePPing waits for the next one, since an unseen earlier packet may have carried it; short flows then give no sample for their first exchange)")
 	all.BoolVarP(&c.IncludeLocal, "include-local", "l", c.IncludeLocal, "also timestamp packets addressed to this host, giving samples of its own response time (matched on egress)")
 	all.DurationVar(&c.TCPFlowTimeout, "tcp-flow-timeout", c.TCPFlowTimeout, "forget TCP flows idle this long (reported as closing due to flow timeout)")
 	all.DurationVar(&c.OtherFlowTimeout, "icmp-flow-timeout", c.OtherFlowTimeout, "forget ICMP and UDP (DNS, QUIC) flows idle this long")
@@ -106,10 +124,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, keep func(name string) bool) {
 	all.Uint32Var(&c.FlowMapSize, "flow-map-size", c.FlowMapSize, "maximum number of concurrent flows tracked in the kernel")
 	all.Uint32Var(&c.TimestampMapSize, "timestamp-map-size", c.TimestampMapSize, "maximum number of outstanding timestamps in the kernel")
 	all.Uint32Var(&c.RingbufSize, "ringbuf-size", c.RingbufSize, "size of the kernel-to-user event ring buffer in bytes (power of two)")
-	all.Var(&switchedInterval{every: &r.AggregateInterval, on: &c.Aggregate}, "aggregate", "aggregated mode: summarise RTTs (log-linear histograms, quantiles) and traffic per IP prefix in the kernel and report every INTERVAL (e.g. 10s) instead of per-sample and flow events; 0 = off")
-	all.Uint8Var(&c.AggPrefixV4, "aggregate-subnets-v4", c.AggPrefixV4, "prefix length of IPv4 aggregation prefixes (0-32)")
-	all.Uint8Var(&c.AggPrefixV6, "aggregate-subnets-v6", c.AggPrefixV6, "prefix length of IPv6 aggregation prefixes (0-128)")
-	all.BoolVar(&c.AggReverse, "aggregate-reverse", c.AggReverse, "aggregate RTTs on the destination of the reply (the host that sent the timestamped packet) instead of its source, and traffic on the local instead of the remote address")
+	all.VarP(&switchedInterval{every: &r.AggregateInterval, on: &c.Aggregate}, "aggregate", "a", "aggregated mode: summarise RTTs (histograms, quantiles) and traffic per IP prefix in the kernel and report every INTERVAL, in seconds (ePPing style, e.g. 10) or a duration (e.g. 500ms), instead of per-sample and flow events; 0 = off")
+	all.Uint8VarP(&c.AggPrefixV4, "aggregate-subnets-v4", "4", c.AggPrefixV4, "prefix length of IPv4 aggregation prefixes (0-32)")
+	all.Uint8VarP(&c.AggPrefixV6, "aggregate-subnets-v6", "6", c.AggPrefixV6, "prefix length of IPv6 aggregation prefixes (0-128)")
+	all.BoolVar(&c.AggReverse, "aggregate-reverse", c.AggReverse, "aggregate RTTs on the destination of the reply (the host that sent the timestamped packet) instead of its source")
+	all.Var(flagval.NewSeconds(&r.AggregateTimeout), "aggregate-timeout", "with --aggregate, forget a prefix after this long without traffic: seconds or a duration (0 = never)")
+	all.BoolP("force", "f", false, "accepted for ePPing's command lines; no effect (deprecated in ePPing too)")
 	all.BoolVar(&c.FlowSummary, "flow-summary", c.FlowSummary, "report one summary per flow when it ends (FIN, RST, timeout): packets and bytes each way, duration, RTT count, min, mean, p50, p99, max (kernel memory: see docs/aggregation.md)")
 	all.DurationVar(&r.FlowSummaryInterval, "flow-summary-interval", r.FlowSummaryInterval, "with --flow-summary, also report every live flow this often (0 = only at the end)")
 	all.Uint32Var(&c.PrefixMapSize, "prefix-map-size", c.PrefixMapSize, "maximum number of prefixes per aggregation interval (kernel memory: see docs/aggregation.md)")
@@ -185,22 +205,16 @@ type switchedInterval struct {
 	on    *bool
 }
 
+// Set takes seconds (ePPing's -a 10) or a duration (10s).
 func (s *switchedInterval) Set(v string) error {
-	d, err := time.ParseDuration(v)
-	if err != nil {
+	if err := flagval.NewSeconds(s.every).Set(v); err != nil {
 		return err
 	}
-	*s.every, *s.on = d, d > 0
+	*s.on = *s.every > 0
 	return nil
 }
 
-// String gives the interval; "0" (off) rather than "0s", which --help would
-// show as a default.
-func (s *switchedInterval) String() string {
-	if *s.every == 0 {
-		return "0"
-	}
-	return s.every.String()
-}
+// String gives the interval in seconds; "0" is off.
+func (s *switchedInterval) String() string { return flagval.NewSeconds(s.every).String() }
 
-func (s *switchedInterval) Type() string { return "duration" }
+func (s *switchedInterval) Type() string { return "string" }

@@ -35,7 +35,7 @@ func mustParse(t *testing.T, args ...string) Options {
 // TestDefaults: defining the flags changes nothing; the defaults are the
 // loader's, per-sample.
 func TestDefaults(t *testing.T) {
-	if o := mustParse(t); o != (Options{BPF: loader.DefaultConfig()}) {
+	if o := mustParse(t); o != (Options{BPF: loader.DefaultConfig(), Report: Report{AggregateTimeout: loader.DefaultAggregateTimeout}}) {
 		t.Errorf("after AddFlags: %+v", o)
 	}
 	if err := Default().Validate(); err != nil {
@@ -55,7 +55,12 @@ func TestEveryFlagSetsSomething(t *testing.T) {
 		"timestamp-timeout": "7s", "flow-map-size": "7", "timestamp-map-size": "7", "ringbuf-size": "8192",
 		"aggregate": "7s", "aggregate-subnets-v4": "7", "aggregate-subnets-v6": "7", "aggregate-reverse": "true",
 		"flow-summary": "true", "flow-summary-interval": "7s", "prefix-map-size": "7",
+		"aggregate-timeout": "7", "sample-first-tsval": "true", "include-SYN": "true", "force": "true",
 	}
+	// ePPing's spellings and flags: --include-SYN sets what --include-syn
+	// does, --force nothing.
+	alias := map[string]string{"include-SYN": "include-syn"}
+	noEffect := map[string]bool{"force": true}
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o := Default()
 	o.AddFlags(fs, nil)
@@ -67,15 +72,27 @@ func TestEveryFlagSetsSomething(t *testing.T) {
 			return
 		}
 		got := mustParse(t, "--"+f.Name+"="+v)
+		if noEffect[f.Name] {
+			if got != Default() {
+				t.Errorf("--%s=%s changed %+v", f.Name, v, got)
+			}
+			return
+		}
 		if got == Default() && f.Name != "tcp" { // -T alone is the default
 			t.Errorf("--%s=%s changed nothing", f.Name, v)
+		}
+		if a, ok := alias[f.Name]; ok {
+			if got != mustParse(t, "--"+a+"="+v) {
+				t.Errorf("--%s=%s is not --%s=%s", f.Name, v, a, v)
+			}
+			return
 		}
 		if other, dup := seen[got]; dup && f.Name != "tcp" {
 			t.Errorf("--%s and --%s set the same", f.Name, other)
 		}
 		seen[got] = f.Name
 	})
-	if n := len(args); len(seen) != n {
+	if n := len(args) - len(alias) - len(noEffect); len(seen) != n {
 		t.Errorf("%d flags defined, %d in this test", len(seen), n)
 	}
 }
@@ -160,14 +177,17 @@ func TestValidate(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--aggregate", "-1s"}, "--aggregate must be >= 0"},
+		{[]string{"--aggregate-timeout", "-1s"}, "want seconds"},
 		{[]string{"--flow-summary-interval", "1s"}, "--flow-summary-interval needs --flow-summary"},
 		{[]string{"--flow-summary", "--flow-summary-interval", "-1s"}, "--flow-summary-interval needs --flow-summary"},
 		{[]string{"--aggregate", "1s", "--prefix-map-size", "0"}, "prefix map size must be > 0"},
 		{[]string{"--ringbuf-size", "5000"}, "ring buffer size must be a power of two"},
 		{[]string{"--rtt-rate", "-1"}, "rtt rate must be between 0 and 1e6"},
 	} {
-		err := mustParse(t, tc.args...).Validate()
+		o, err := parse(t, nil, tc.args...)
+		if err == nil {
+			err = o.Validate()
+		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
 		}
@@ -185,6 +205,25 @@ func TestValidate(t *testing.T) {
 	lib.BPF.Aggregate = true
 	if err := lib.Validate(); err == nil || !strings.Contains(err.Error(), "aggregation interval must be > 0") {
 		t.Errorf("aggregating without an interval: %v", err)
+	}
+}
+
+// TestEPPingFlags: ePPing's command lines mean what they mean in ePPing:
+// -a takes seconds, -4/-6 set the prefix lengths, --aggregate-timeout
+// takes seconds, --include-SYN and -f are accepted.
+func TestEPPingFlags(t *testing.T) {
+	o := mustParse(t, "-a", "2", "-4", "16", "-6", "32", "--aggregate-timeout", "10", "--include-SYN", "-f")
+	if !o.BPF.Aggregate || o.Report.AggregateInterval != 2*time.Second || o.BPF.AggPrefixV4 != 16 ||
+		o.BPF.AggPrefixV6 != 32 || o.Report.AggregateTimeout != 10*time.Second || !o.BPF.IncludeSYN {
+		t.Errorf("ePPing's flags: %+v", o)
+	}
+	// rttscope's spellings keep working.
+	if o := mustParse(t, "--aggregate", "1500ms", "--aggregate-timeout", "1m"); o.Report.AggregateInterval != 1500*time.Millisecond ||
+		o.Report.AggregateTimeout != time.Minute {
+		t.Errorf("durations: %+v", o.Report)
+	}
+	if o := mustParse(t, "-a", "0"); o.BPF.Aggregate {
+		t.Error("-a 0 switched aggregation on")
 	}
 }
 

@@ -86,5 +86,14 @@ func copyPDMInterval(p *events.PDMInterval) *events.PDMInterval {
 func copyAggregate(a *events.Aggregate) *events.Aggregate {
 	c := *a
 	c.Histogram = slices.Clone(a.Histogram)
+	c.LinHist = slices.Clone(a.LinHist)
+	if a.Global != nil {
+		g := *a.Global
+		c.Global = &g
+	}
+	if a.Meta != nil {
+		m := *a.Meta
+		c.Meta = &m
+	}
 	return &c
 }

@@ -197,63 +197,81 @@ func Expected() []Event {
 		}
 		out = append(out, Event{Time: T0 + at, Src: src, Dst: dst, Proto: proto, RTT: d, MinRTT: minRTT[k], Egress: egress, Source: source})
 	}
-	flow := func(at int64, src, dst, proto, typ, reason string) {
-		out = append(out, Event{Time: T0 + at, Src: src, Dst: dst, Proto: proto, FlowEvent: typ, Reason: reason, Trigger: "src"})
+	// flow is a flow event in ePPing's naming: the direction whose state
+	// changed, named from the side that answers it (src, dst), caused by
+	// trigger ("dest": the direction's own sender).
+	flow := func(at int64, src, dst, proto, typ, reason, trigger string) {
+		out = append(out, Event{Time: T0 + at, Src: src, Dst: dst, Proto: proto, FlowEvent: typ, Reason: reason, Trigger: trigger})
 	}
 	// timeout is a closing by the cleanup at the first whole second of
-	// capture time that is more than d after last.
+	// capture time that is more than d after last, of a direction that
+	// had opened.
 	timeout := func(last, d int64, src, dst, proto string) {
 		at := T0 + last + d
 		at = at - at%s + s
-		out = append(out, Event{Time: at, Src: src, Dst: dst, Proto: proto, FlowEvent: "closing", Reason: "flow timeout", Trigger: "src"})
+		out = append(out, Event{Time: at, Src: src, Dst: dst, Proto: proto, FlowEvent: "closing", Reason: "flow timeout", Trigger: "garbage collection"})
 	}
+	const fo = "first observed packet"
+	// Flow A: each direction opens when the other answers it, at the
+	// time of its first timestamp. The client's FIN closes its direction:
+	// the server's FIN answers nothing any more (a bare FIN is not
+	// timestamped), closes the server's direction, and the flow goes.
 	c4a, s4a := ep(Client4, 40000), ep(Server4, 443)
-	flow(0, c4a, s4a, "TCP", "opening", "SYN")
 	rtt(20*ms, s4a, c4a, "TCP", 20*ms, false)
+	flow(0, s4a, c4a, "TCP", "opening", "SYN", "dest")
+	flow(20*ms, c4a, s4a, "TCP", "opening", "SYN-ACK", "dest")
 	rtt(20500*us, c4a, s4a, "TCP", 500*us, true)
 	rtt(41500*us, s4a, c4a, "TCP", 20500*us, false)
 	rtt(50250*us, c4a, s4a, "TCP", 250*us, true)
 	rtt(100123*us, s4a, c4a, "TCP", 40123*us, false) // from the first of two packets with TSval 1020
 	rtt(170*ms, s4a, c4a, "TCP", 20*ms, false)       // TSval 1040 of the retransmission
-	flow(200*ms, c4a, s4a, "TCP", "closing", "FIN")
-	rtt(220*ms, s4a, c4a, "TCP", 20*ms, false)
+	flow(200*ms, s4a, c4a, "TCP", "closing", "FIN", "dest")
+	flow(220*ms, c4a, s4a, "TCP", "closing", "FIN", "dest")
 
+	// Flow B, picked up mid-stream: the first TSval (0xfffffffe) may have
+	// been sent before, so the first timestamp waits for the next one.
 	c4b, s4b := ep(Client4, 40001), ep(Server4, 80)
-	flow(300*ms, c4b, s4b, "TCP", "opening", "first observed packet")
+	flow(300*ms, s4b, c4b, "TCP", "opening", fo, "dest")
 	for i := range int64(4) {
+		if i == 0 {
+			continue
+		}
 		at := 300*ms + i*20*ms + 10*ms + i*500*us
 		rtt(at, s4b, c4b, "TCP", 10*ms+i*500*us, false)
 	}
 
 	c4c, s4c := ep(Client4, 0x1234), ep(Server4b, 0x1234)
-	flow(400*ms, c4c, s4c, "ICMP", "opening", "first observed packet")
+	flow(400*ms, s4c, c4c, "ICMP", "opening", fo, "dest")
 	rtt(410500*us, s4c, c4c, "ICMP", 10500*us, false)
 	rtt(432*ms, s4c, c4c, "ICMP", 12*ms, false)
 
 	c6d, s6d := ep(Client6, 0x4321), ep(Server6, 0x4321)
-	flow(500*ms, c6d, s6d, "ICMPv6", "opening", "first observed packet")
+	flow(500*ms, s6d, c6d, "ICMPv6", "opening", fo, "dest")
 	rtt(530*ms, s6d, c6d, "ICMPv6", 30*ms, false)
 	rtt(565432*us, s6d, c6d, "ICMPv6", 25432*us, false)
 
 	c6e, s6e := ep(Client6, 50000), ep(Server6, 443)
-	flow(600*ms, c6e, s6e, "TCP", "opening", "SYN")
+	flow(600*ms, s6e, c6e, "TCP", "opening", "SYN", "dest")
 	rtt(650*ms, s6e, c6e, "TCP", 50*ms, false)
+	flow(650*ms, c6e, s6e, "TCP", "opening", "SYN-ACK", "dest")
 	rtt(650*ms+us, c6e, s6e, "TCP", us, true)
 	rtt(710*ms, s6e, c6e, "TCP", 50*ms, false)
 	rtt(710300*us, c6e, s6e, "TCP", 300*us, true)
 
+	// Flow F's first request is never answered: no opening, and its
+	// timeout reports nothing.
 	c4f, s4f := ep(Client4, 0x42), ep(Server4c, 0x42)
-	flow(800*ms, c4f, s4f, "ICMP", "opening", "first observed packet")
 
-	// The silence: TCP flows idle > 20 s, ICMP flows idle > 30 s close.
-	timeout(371500*us, 20*s, c4b, s4b, "TCP")
+	// The silence: TCP flows idle > 20 s, ICMP flows idle > 30 s close;
+	// each direction that had opened reports it.
+	timeout(371500*us, 20*s, s4b, c4b, "TCP")
+	timeout(710300*us, 20*s, s6e, c6e, "TCP")
 	timeout(710300*us, 20*s, c6e, s6e, "TCP")
-	timeout(432*ms, 30*s, c4c, s4c, "ICMP")
-	timeout(565432*us, 30*s, c6d, s6d, "ICMPv6")
-	timeout(800*ms, 30*s, c4f, s4f, "ICMP")
+	timeout(432*ms, 30*s, s4c, c4c, "ICMP")
+	timeout(565432*us, 30*s, s6d, c6d, "ICMPv6")
 
-	flow(45*s, c4f, s4f, "ICMP", "opening", "first observed packet")
 	minRTT = map[string]int64{} // a new flow
+	flow(45*s, s4f, c4f, "ICMP", "opening", fo, "dest")
 	rtt(45*s+12300*us, s4f, c4f, "ICMP", 12300*us, false)
 	return out
 }
