@@ -415,7 +415,8 @@ func mixedSources(p path) []step {
 		step{60 * ms, p.seg(false, 901, 301, 10), false}, // a's range: 10 ms; b's: timed
 		step{61 * ms, p.seg(true, 301, 911, 0), true},    // b's range: 1 ms
 		step{70 * ms, p.seg(true, 301, 911, 0, fin), true},
-		step{75 * ms, p.seg(false, 911, 302, 0, fin), false}, // a's FIN: 5 ms; the flow ends
+		step{75 * ms, p.seg(false, 911, 302, 0, fin), false}, // a's FIN: 5 ms; b's FIN timed
+		step{76 * ms, p.seg(true, 302, 912, 0), true},        // b's FIN: 1 ms; the flow ends
 	)
 }
 
@@ -441,9 +442,9 @@ func TestSourcesInAggregatesAndSummaries(t *testing.T) {
 				by[i] += c
 			}
 		}
-		want := [events.NumSources]uint64{events.SourceTCPSYN: 2, events.SourceTCPSeq: 4}
-		if by != want || n != 6 {
-			t.Errorf("aggregated samples %d by source %v, want 6: %v", n, by, want)
+		want := [events.NumSources]uint64{events.SourceTCPSYN: 2, events.SourceTCPSeq: 5}
+		if by != want || n != 7 {
+			t.Errorf("aggregated samples %d by source %v, want 7: %v", n, by, want)
 		}
 	})
 	t.Run("flow-summary", func(t *testing.T) {
@@ -464,10 +465,10 @@ func TestSourcesInAggregatesAndSummaries(t *testing.T) {
 			t.Fatalf("%d summaries, want 1", len(got))
 		}
 		// Src is a, the opener: its SYN, two data ranges and its FIN,
-		// answered by b; Dst is b: its SYN-ACK and its data.
+		// answered by b; Dst is b: its SYN-ACK, its data and its FIN.
 		wantA := [events.NumSources]uint64{events.SourceTCPSYN: 1, events.SourceTCPSeq: 3}
-		wantB := [events.NumSources]uint64{events.SourceTCPSYN: 1, events.SourceTCPSeq: 1}
-		if s := got[0]; s.Src.BySource != wantA || s.Dst.BySource != wantB || s.Src.Count != 4 || s.Dst.Count != 2 {
+		wantB := [events.NumSources]uint64{events.SourceTCPSYN: 1, events.SourceTCPSeq: 2}
+		if s := got[0]; s.Src.BySource != wantA || s.Dst.BySource != wantB || s.Src.Count != 4 || s.Dst.Count != 3 {
 			t.Errorf("summary by source: src %v (n=%d), dest %v (n=%d); want %v, %v",
 				s.Src.BySource, s.Src.Count, s.Dst.BySource, s.Dst.Count, wantA, wantB)
 		}
