@@ -408,7 +408,7 @@ func TestHandshake(t *testing.T) {
 }
 
 // mixedSources is a handshake without timestamps (two tcp_syn samples),
-// two tcp_seq samples of a's data, one of b's, and the FINs of both sides.
+// two tcp_seq samples of a's data, one of b's, and the FINs of both sides, each acknowledged.
 func mixedSources(p path) []step {
 	return append(handshake(p, false, false, false),
 		step{50 * ms, p.seg(true, 201, 901, 100), true},
