@@ -192,7 +192,7 @@ func (fb *fwdBench) startMonitor() error {
 		return nil
 	}
 	m, err := startMonitorProc(fb.o.MonitorBinary, fb.lab.Client.Name, lab.ClientIf,
-		[]string{"--tc-mode", "tcx", "-F", "jsonl", "-C", "--rate-limit", "0"}, true, true)
+		[]string{"--tc-mode", "tcx", "-F", "jsonl", "-T", "-C", "--rate-limit", "0"}, true, true)
 	if err != nil {
 		return err
 	}
