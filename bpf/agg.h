@@ -2,12 +2,13 @@
 /* Aggregated mode: per-prefix RTT histograms and traffic counters, kept in
  * the kernel and read by user space once per interval (docs/aggregation.md).
  *
- * Two per-CPU hash maps hold two intervals. The programs write to the map
- * named by agg_epoch; user space flips agg_epoch at the end of an interval,
- * waits until every program that may have read the old value has returned
+ * Two per-CPU hash maps hold two intervals, and the traffic counters' cache
+ * (agg_cache) two halves. The programs write to the map and half named by
+ * agg_epoch; user space flips agg_epoch at the end of an interval, waits
+ * until every program that may have read the old value has returned
  * (synchronize_rcu through membarrier), and then reads and empties the old
- * map, which nothing writes to any more. Each update therefore lands in
- * exactly one interval. */
+ * map and half, which nothing writes to any more. Each update therefore
+ * lands in exactly one interval. */
 #ifndef RTTSCOPE_AGG_H
 #define RTTSCOPE_AGG_H
 
@@ -71,7 +72,8 @@ struct {
 	__uint(max_entries, 1);
 } agg_zero SEC(".maps");
 
-/* Which of agg_map0/agg_map1 the programs write to; user space flips it. */
+/* Which of agg_map0/agg_map1 (and which half of agg_cache) the programs
+ * write to; user space flips it. */
 __u32 agg_epoch = 0;
 
 static __always_inline __u32 prefix_mask(__u32 plen, __u32 word)
@@ -103,9 +105,10 @@ static __always_inline void make_agg_key(struct agg_key *k,
 	k->reserved = 0;
 }
 
-static __always_inline struct agg_stats *get_agg_stats(struct agg_key *k)
+static __always_inline struct agg_stats *get_agg_stats(struct agg_key *k,
+						      __u32 epoch)
 {
-	void *map = (agg_epoch & 1) ? (void *)&agg_map1 : (void *)&agg_map0;
+	void *map = (epoch & 1) ? (void *)&agg_map1 : (void *)&agg_map0;
 	struct agg_stats *s;
 	__u32 zero = 0;
 	void *init;
@@ -139,15 +142,83 @@ static __always_inline __u32 proto_class(__u16 proto)
 	return PROTO_CLASS_OTHER;
 }
 
-/* Counts one IP packet for the prefix of its remote end (global function:
- * verified once, on its own). */
-__noinline int agg_count_packet(struct packet_info *p)
+/* Traffic counters: a small direct-mapped cache per CPU and epoch, keyed by
+ * prefix and hook, in front of the prefix maps. A packet whose prefix is in
+ * its slot costs an inlined per-CPU array lookup, a key compare and three
+ * increments instead of a hash lookup (most traffic comes from few
+ * prefixes at a time); a packet of another prefix first moves the slot's
+ * counts to the prefix map of the same epoch. At the end of an interval
+ * user space reads and empties that epoch's slots of every CPU together
+ * with its prefix map, after the grace period: each packet is counted in
+ * exactly one interval, as with the prefix maps alone. */
+#define AGG_CACHE_BITS	6
+#define AGG_CACHE_SLOTS (1 << AGG_CACHE_BITS)
+
+struct agg_cache_entry {
+	struct agg_key key; /* ipv 0: empty */
+	__u32 egress; /* tx counts (1) or rx counts (0) of key's prefix */
+	struct traffic_counters c;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct agg_cache_entry);
+	__uint(max_entries, 2 * AGG_CACHE_SLOTS); /* [epoch][slot] */
+} agg_cache SEC(".maps");
+
+static __always_inline __u32 agg_cache_slot(const struct agg_key *k,
+					    __u32 egress)
 {
-	struct traffic_counters *tc;
+	const __u32 *w = k->prefix.in6_u.u6_addr32;
+	__u32 h = w[0] ^ w[1] ^ w[2] ^ w[3] ^ egress;
+
+	return (h * 0x9e3779b1) >> (32 - AGG_CACHE_BITS);
+}
+
+static __always_inline bool agg_cache_hit(const struct agg_cache_entry *ce,
+					  const struct agg_key *k, __u32 egress)
+{
+	const __u32 *a = ce->key.prefix.in6_u.u6_addr32;
+	const __u32 *b = k->prefix.in6_u.u6_addr32;
+
+	return ce->key.ipv == k->ipv && ce->egress == egress && a[0] == b[0] &&
+	       a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+/* Moves a cache slot's counts to the prefix map of epoch. */
+static __always_inline void agg_cache_flush(struct agg_cache_entry *ce,
+					    __u32 epoch)
+{
+	struct traffic_counters *t;
 	struct agg_stats *s;
 	struct agg_key k;
+	int i;
+
+	if (!ce->key.ipv)
+		return;
+	k = ce->key; /* a stack copy for the map helpers */
+	s = get_agg_stats(&k, epoch);
+	if (!s)
+		return;
+	/* Plain additions: a per-CPU value, like the slot. */
+	t = ce->egress ? &s->tx : &s->rx;
+#pragma unroll
+	for (i = 0; i < 4; i++) {
+		t->pkts[i] += ce->c.pkts[i];
+		t->bytes[i] += ce->c.bytes[i];
+		t->ecn[i] += ce->c.ecn[i];
+	}
+}
+
+/* Counts one IP packet for the prefix of its remote end, in the cache
+ * (global function: verified once, on its own). */
+__noinline int agg_count_packet(struct packet_info *p)
+{
+	struct agg_cache_entry *ce;
+	struct agg_key k;
+	__u32 epoch, egress, slot, cls;
 	bool use_src;
-	__u32 cls;
 
 	if (!p)
 		return 0;
@@ -156,14 +227,22 @@ __noinline int agg_count_packet(struct packet_info *p)
 	make_agg_key(&k,
 		     use_src ? &p->pid.flow.saddr.ip : &p->pid.flow.daddr.ip,
 		     p->pid.flow.ipv);
-	s = get_agg_stats(&k);
-	if (!s)
+	epoch = agg_epoch & 1;
+	egress = p->is_egress ? 1 : 0;
+	slot = agg_cache_slot(&k, egress) + epoch * AGG_CACHE_SLOTS;
+	ce = bpf_map_lookup_elem(&agg_cache, &slot);
+	if (!ce)
 		return 0;
-	tc = p->is_egress ? &s->tx : &s->rx;
+	if (!agg_cache_hit(ce, &k, egress)) {
+		agg_cache_flush(ce, epoch);
+		__builtin_memset(&ce->c, 0, sizeof(ce->c));
+		ce->key = k;
+		ce->egress = egress;
+	}
 	cls = proto_class(p->pid.flow.proto) & (PROTO_CLASSES - 1);
-	tc->pkts[cls]++;
-	tc->bytes[cls] += p->l3_len;
-	tc->ecn[p->ip_tos & 3]++;
+	ce->c.pkts[cls]++;
+	ce->c.bytes[cls] += p->l3_len;
+	ce->c.ecn[p->ip_tos & 3]++;
 	return 0;
 }
 
@@ -181,7 +260,7 @@ __noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
 		     cfg_agg_reverse ? &p->pid.flow.daddr.ip :
 				       &p->pid.flow.saddr.ip,
 		     p->pid.flow.ipv);
-	s = get_agg_stats(&k);
+	s = get_agg_stats(&k, agg_epoch);
 	if (!s)
 		return 0;
 	if (!s->rtt_count || rtt < s->rtt_min)

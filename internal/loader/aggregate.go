@@ -18,10 +18,11 @@ import (
 )
 
 // Aggregator ends the intervals of aggregated mode. The programs write to
-// one of two prefix maps, chosen by the global agg_epoch; Collect flips the
-// epoch, waits until no program can still be writing to the old map, and
-// then reads and empties it. Every update is thus counted in exactly one
-// interval. Collect must not be called concurrently.
+// one of two prefix maps and one half of the traffic counters' per-CPU
+// cache (bpf/agg.h), chosen by the global agg_epoch; Collect flips the
+// epoch, waits until no program can still be writing to the old map and
+// half, and then reads and empties them. Every update is thus counted in
+// exactly one interval. Collect must not be called concurrently.
 type Aggregator struct {
 	objs  *Objects
 	epoch uint32
@@ -31,6 +32,8 @@ type Aggregator struct {
 	Grace func() error
 	keys  []probe.RttscopeAggKey
 	vals  []probe.RttscopeAggStats
+	cache []probe.RttscopeAggCacheEntry
+	zero  []probe.RttscopeAggCacheEntry
 	h     []uint32
 }
 
@@ -87,24 +90,21 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 		m = a.objs.AggMap1
 	}
 
-	type entry struct {
-		key probe.RttscopeAggKey
-		agg events.Aggregate
-	}
-	var out []entry
+	recs := map[probe.RttscopeAggKey]*events.Aggregate{}
 	var key probe.RttscopeAggKey
 	a.keys = a.keys[:0]
 	it := m.Iterate()
 	for it.Next(&key, &a.vals) {
 		a.keys = append(a.keys, key)
-		e := entry{key: key}
-		a.sum(&e.agg)
-		e.agg.Time, e.agg.Start = end, start
-		e.agg.Prefix = prefixOf(&key)
-		out = append(out, e)
+		g := &events.Aggregate{}
+		a.sum(g)
+		recs[key] = g
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("read prefix map: %w", err)
+	}
+	if err := a.readCache(old, recs); err != nil {
+		return err
 	}
 	if len(a.keys) > 0 {
 		if _, err := m.BatchDelete(a.keys, nil); err != nil {
@@ -118,6 +118,17 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 			}
 		}
 	}
+
+	type entry struct {
+		key probe.RttscopeAggKey
+		agg *events.Aggregate
+	}
+	out := make([]entry, 0, len(recs))
+	for k, g := range recs {
+		g.Time, g.Start = end, start
+		g.Prefix = prefixOf(&k)
+		out = append(out, entry{k, g})
+	}
 	slices.SortFunc(out, func(x, y entry) int {
 		if c := cmp.Compare(x.key.Ipv, y.key.Ipv); c != 0 {
 			return c
@@ -125,8 +136,50 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 		return x.agg.Prefix.Addr().Compare(y.agg.Prefix.Addr())
 	})
 	for i := range out {
-		if err := fn(&out[i].agg); err != nil {
+		if err := fn(out[i].agg); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// readCache adds the counts in the traffic cache's half of epoch, every
+// CPU's, to recs and empties that half.
+func (a *Aggregator) readCache(epoch uint32, recs map[probe.RttscopeAggKey]*events.Aggregate) error {
+	c := a.objs.AggCache
+	slots := c.MaxEntries() / 2 // [epoch][AGG_CACHE_SLOTS]
+	for slot := epoch * slots; slot < (epoch+1)*slots; slot++ {
+		if err := c.Lookup(slot, &a.cache); err != nil {
+			return fmt.Errorf("read prefix cache: %w", err)
+		}
+		used := false
+		for i := range a.cache {
+			e := &a.cache[i]
+			if e.Key.Ipv == 0 {
+				continue
+			}
+			used = true
+			k := e.Key
+			k.Reserved = 0
+			g := recs[k]
+			if g == nil {
+				g = &events.Aggregate{}
+				recs[k] = g
+			}
+			t := &g.RX
+			if e.Egress != 0 {
+				t = &g.TX
+			}
+			addTraffic(t, e.C.Pkts, e.C.Bytes, e.C.Ecn)
+		}
+		if !used {
+			continue
+		}
+		if len(a.zero) != len(a.cache) {
+			a.zero = make([]probe.RttscopeAggCacheEntry, len(a.cache))
+		}
+		if err := c.Put(slot, a.zero); err != nil {
+			return fmt.Errorf("empty prefix cache: %w", err)
 		}
 	}
 	return nil

@@ -13,6 +13,18 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type RttscopeAggCacheEntry struct {
+	_      structs.HostLayout
+	Key    RttscopeAggKey
+	Egress uint32
+	C      struct {
+		_     structs.HostLayout
+		Pkts  [4]uint64
+		Bytes [4]uint64
+		Ecn   [4]uint64
+	}
+}
+
 type RttscopeAggKey struct {
 	_      structs.HostLayout
 	Prefix struct {
@@ -228,6 +240,7 @@ type RttscopeRttEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	RttscopeMapAggCache                   = "agg_cache"
 	RttscopeMapAggMap0                    = "agg_map0"
 	RttscopeMapAggMap1                    = "agg_map1"
 	RttscopeMapAggZero                    = "agg_zero"
@@ -331,6 +344,7 @@ type RttscopeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RttscopeMapSpecs struct {
+	AggCache       *ebpf.MapSpec `ebpf:"agg_cache"`
 	AggMap0        *ebpf.MapSpec `ebpf:"agg_map0"`
 	AggMap1        *ebpf.MapSpec `ebpf:"agg_map1"`
 	AggZero        *ebpf.MapSpec `ebpf:"agg_zero"`
@@ -394,6 +408,7 @@ func (o *RttscopeObjects) Close() error {
 //
 // It can be passed to LoadRttscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RttscopeMaps struct {
+	AggCache       *ebpf.Map `ebpf:"agg_cache"`
 	AggMap0        *ebpf.Map `ebpf:"agg_map0"`
 	AggMap1        *ebpf.Map `ebpf:"agg_map1"`
 	AggZero        *ebpf.Map `ebpf:"agg_zero"`
@@ -413,6 +428,7 @@ type RttscopeMaps struct {
 
 func (m *RttscopeMaps) Close() error {
 	return _RttscopeClose(
+		m.AggCache,
 		m.AggMap0,
 		m.AggMap1,
 		m.AggZero,

@@ -290,3 +290,74 @@ func TestAggregateBoundaryConsistency(t *testing.T) {
 	}
 	t.Logf("%d packets over %d intervals", counted, intervals)
 }
+
+// Traffic from more prefixes than the per-CPU cache has slots, interleaved
+// so that they keep taking each other's slots, on both hooks and IPv4 and
+// IPv6, is counted exactly per prefix and interval: every count a slot
+// hands to the prefix map on a collision, and every count still in a slot
+// at the interval's end, arrives once.
+func TestAggregateTrafficCacheCollisions(t *testing.T) {
+	cfg := aggConfig()
+	cfg.PrefixMapSize = 1024
+	h := newAggHarness(t, cfg, time.Second)
+	base := t0 - t0%int64(time.Second)
+	const prefixes = 300 // > 64 slots per epoch
+	type key struct {
+		start  int64
+		prefix string
+		tx     bool
+	}
+	want := map[key]uint64{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	tm := base
+	for i := range 6000 {
+		n := rng.IntN(prefixes)
+		egress := rng.IntN(2) == 0
+		v6 := n%3 == 0
+		remote := netip.AddrFrom4([4]byte{10, byte(n >> 8), byte(n), 9})
+		prefix := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(n >> 8), byte(n), 0}), 24).String()
+		if v6 {
+			remote = netip.MustParseAddr("2001:db8::1")
+			a := remote.As16()
+			a[4], a[5] = byte(n>>8), byte(n)
+			remote = netip.AddrFrom16(a)
+			prefix = netip.PrefixFrom(remote, 48).Masked().String()
+		}
+		local := ep("192.168.0.1", 5000)
+		if v6 {
+			local = ep("2001:db8:ffff::1", 5000)
+		}
+		p := path{a: local, b: endpoint{ip: remote, port: 53}}
+		udp := p.packet(egress)
+		udp.UDP = &pktcraft.UDP{SrcPort: 5000, DstPort: 53, Payload: payload(10)}
+		h.feed(udp.MustBytes(), tm, egress)
+		start := tm - tm%int64(time.Second)
+		want[key{start - base, prefix, egress}]++
+		if i%2000 == 1999 {
+			tm += int64(time.Second) // three intervals
+		}
+		tm += int64(time.Microsecond)
+	}
+	if err := h.a.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[key]uint64{}
+	for _, g := range h.recs {
+		k := key{start: g.Start - base, prefix: g.Prefix.String()}
+		if n := g.RX.Packets[events.ClassUDP]; n > 0 {
+			got[k] = n
+		}
+		if n := g.TX.Packets[events.ClassUDP]; n > 0 {
+			k.tx = true
+			got[k] = n
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d (interval, prefix, hook) counts, want %d", len(got), len(want))
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("%+v: %d packets, want %d", k, got[k], n)
+		}
+	}
+}
