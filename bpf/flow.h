@@ -23,8 +23,16 @@ struct flow_dir_state {
 	__u8 reserved;
 	__u64 min_rtt;
 	__u64 srtt;
-	__u32 outstanding; /* timestamps not yet matched (approximate) */
-	__u32 reserved2;
+	/* The last two identifiers timestamped in this direction, for the
+	 * replies' filter (reply_may_match): slot ts_next & 1 is the older
+	 * when ts_taken is 2. Written by this side's packets only. */
+	__u32 pending[2];
+	__u8 ts_taken; /* slots of pending[] in use (0-2) */
+	__u8 ts_next; /* slot the next timestamp goes to */
+	__u8 has_echoed;
+	__u8 reserved2;
+	/* Newest identifier this side's replies echoed (TCP TSecr). */
+	__u32 echoed;
 };
 
 enum local_dst {

@@ -267,12 +267,55 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 		ret = bpf_map_update_elem(&ts_map, &p->pid, &p->time,
 					  BPF_NOEXIST);
 	if (ret == 0) {
-		__sync_fetch_and_add(&snd->outstanding, 1);
+		snd->pending[snd->ts_next & 1] = p->pid.identifier;
+		snd->ts_next ^= 1;
+		if (snd->ts_taken < 2)
+			snd->ts_taken++;
 		count(COUNTER_TS_CREATED);
 		remember_ts(&p->pid);
 	} else if (ret == -E2BIG_ERR) {
 		count(COUNTER_TS_MAP_FULL);
 	}
+}
+
+/* Whether a reply echoing p->reply_id can find a timestamp of orig's side:
+ * only an identifier that was timestamped can, and most replies echo one
+ * that was not (in a bulk transfer nearly every ACK echoes a TSval, and one
+ * TSval per rate-limit interval is timestamped). This spares them the
+ * timestamp map lookup, the largest cost of an ACK. rep is the replying
+ * side's half.
+ *
+ * TCP: the last two identifiers timestamped always qualify. An older one
+ * can only still be waiting when more than two are in flight (RTT above
+ * two rate-limit intervals); since a receiver's TSecr only grows, such a
+ * reply echoes a value newer than any echo before it. So an identifier
+ * older than both pending ones qualifies only when it is newer than the
+ * newest echo seen so far; a reordered ACK echoing an older, skipped TSval
+ * gives no sample (documented in docs/performance.md). Other sources: any
+ * reply of a direction that has had a timestamp. */
+static __always_inline bool reply_may_match(struct packet_info *p,
+					    struct flow_dir_state *orig,
+					    struct flow_dir_state *rep)
+{
+	__u32 id = p->reply_id, oldest;
+	bool newest_echo;
+
+	if (!orig->ts_taken)
+		return false;
+	if (p->pid.flow.proto != IPPROTO_TCP)
+		return true;
+	/* (s32) differences: TSvals wrap around. */
+	newest_echo = !rep->has_echoed || (__s32)(id - rep->echoed) > 0;
+	if (newest_echo) {
+		rep->echoed = id;
+		rep->has_echoed = 1;
+	}
+	if (id == orig->pending[0] || id == orig->pending[1])
+		return true;
+	if (orig->ts_taken < 2)
+		return false;
+	oldest = orig->pending[orig->ts_next & 1];
+	return newest_echo && (__s32)(id - oldest) < 0;
 }
 
 static __always_inline void match_packet(struct packet_info *p,
@@ -284,7 +327,7 @@ static __always_inline void match_packet(struct packet_info *p,
 	struct packet_id rid = {};
 	__u64 *ts, sent, rtt;
 
-	if (!p->reply_valid || !orig->outstanding)
+	if (!p->reply_valid || !reply_may_match(p, orig, snd))
 		return;
 
 	reverse_tuple(&p->pid.flow, &rid.flow);
@@ -298,7 +341,6 @@ static __always_inline void match_packet(struct packet_info *p,
 	 * matched at most once, even with both hooks on different CPUs. */
 	if (bpf_map_delete_elem(&ts_map, &rid) != 0)
 		return;
-	__sync_fetch_and_add(&orig->outstanding, -1);
 	count(COUNTER_TS_DELETED);
 	if (p->time < sent)
 		return;

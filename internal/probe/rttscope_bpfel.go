@@ -141,8 +141,12 @@ type RttscopeFlowState struct {
 		Reserved      uint8
 		MinRtt        uint64
 		Srtt          uint64
-		Outstanding   uint32
-		Reserved2     uint32
+		Pending       [2]uint32
+		TsTaken       uint8
+		TsNext        uint8
+		HasEchoed     uint8
+		Reserved2     uint8
+		Echoed        uint32
 	}
 	Opener      uint8
 	ClosingSent uint8
