@@ -275,7 +275,7 @@ func (lb *liveBench) record(res *Result, w LiveWindow) {
 }
 
 // monitorStopTimeout bounds the wait for monitor.Run to return.
-const monitorStopTimeout = 20 * time.Second
+const monitorStopTimeout = 60 * time.Second
 
 // attached is a configuration in place on the interface.
 type attached struct {
