@@ -106,7 +106,7 @@ static __always_inline void make_agg_key(struct agg_key *k,
 }
 
 static __always_inline struct agg_stats *get_agg_stats(struct agg_key *k,
-						      __u32 epoch)
+						       __u32 epoch)
 {
 	void *map = (epoch & 1) ? (void *)&agg_map1 : (void *)&agg_map0;
 	struct agg_stats *s;
@@ -233,8 +233,9 @@ static __always_inline int agg_count_packet(struct packet_info *p)
 		k.prefix.in6_u.u6_addr32[0] = 0;
 		k.prefix.in6_u.u6_addr32[1] = 0;
 		k.prefix.in6_u.u6_addr32[2] = bpf_htonl(0xffff);
-		k.prefix.in6_u.u6_addr32[3] = addr->in6_u.u6_addr32[3] &
-					      prefix_mask(96 + cfg_agg_prefix_v4, 3);
+		k.prefix.in6_u.u6_addr32[3] =
+			addr->in6_u.u6_addr32[3] &
+			prefix_mask(96 + cfg_agg_prefix_v4, 3);
 		k.ipv = AF_INET;
 		k.prefix_len = cfg_agg_prefix_v4;
 		k.reserved = 0;
