@@ -511,7 +511,7 @@ func (lb *liveBench) window(ctx context.Context, rep int, prog string) (w LiveWi
 		if err != nil {
 			return w, err
 		}
-		defer flood.Stop()
+		defer func() { err = errors.Join(err, flood.Stop()) }()
 	} else {
 		wg.Add(1)
 		go func() {

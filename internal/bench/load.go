@@ -566,7 +566,8 @@ func (m *monitorProc) stop() error {
 		// SIGQUIT makes a Go monitor print its goroutines: where it hung.
 		_ = m.cmd.Process.Signal(syscall.SIGQUIT)
 		select {
-		case <-m.done:
+		case werr := <-m.done:
+			_ = werr // exited on SIGQUIT: the timeout is the error to report
 		case <-time.After(2 * time.Second):
 			_ = m.cmd.Process.Kill()
 			_ = <-m.done // killed: the timeout is the error to report
