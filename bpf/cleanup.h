@@ -39,7 +39,7 @@ static __always_inline void send_timeout_event(struct network_tuple *key,
 	e->reason = EVENT_REASON_FLOW_TIMEOUT;
 	e->triggered_by_src = 1;
 	e->reserved = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, event_wakeup());
 	count(COUNTER_FLOW_EVENTS);
 }
 

@@ -105,6 +105,20 @@ static __always_inline bool is_local_direction(void *ctx, struct packet_info *p,
 	return snd->local_dst == LOCAL_DST_YES;
 }
 
+/* The flags of an event's bpf_ringbuf_submit. A wake-up of the reader is
+ * an irq_work, which costs the program microseconds (in a VM, an
+ * interrupt): with cfg_event_wakeup_bytes the reader, which polls, is only
+ * woken when the ring fills up. */
+static __always_inline __u64 event_wakeup(void)
+{
+	if (!cfg_event_wakeup_bytes)
+		return 0;
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >=
+			       cfg_event_wakeup_bytes ?
+		       BPF_RB_FORCE_WAKEUP :
+		       BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void send_flow_event(struct packet_info *p,
 					    struct flow_state *fs, __u32 side,
 					    __u8 type, __u8 reason)
@@ -133,7 +147,7 @@ static __always_inline void send_flow_event(struct packet_info *p,
 	e->flow_event_type = type;
 	e->reason = reason;
 	e->reserved = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, event_wakeup());
 	count(COUNTER_FLOW_EVENTS);
 }
 
@@ -165,7 +179,7 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 	e->sent_bytes = orig->sent_bytes;
 	e->rec_pkts = rec->sent_pkts;
 	e->rec_bytes = rec->sent_bytes;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, event_wakeup());
 	count(COUNTER_RTT_EVENTS);
 }
 

@@ -274,6 +274,7 @@ const (
 	RttscopeVarCfgAggPrefixV6             = "cfg_agg_prefix_v6"
 	RttscopeVarCfgAggReverse              = "cfg_agg_reverse"
 	RttscopeVarCfgAggregate               = "cfg_aggregate"
+	RttscopeVarCfgEventWakeupBytes        = "cfg_event_wakeup_bytes"
 	RttscopeVarCfgFlowSummary             = "cfg_flow_summary"
 	RttscopeVarCfgHaveL3Ifaces            = "cfg_have_l3_ifaces"
 	RttscopeVarCfgIncludeSyn              = "cfg_include_syn"
@@ -375,6 +376,7 @@ type RttscopeVariableSpecs struct {
 	CfgAggPrefixV6        *ebpf.VariableSpec `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.VariableSpec `ebpf:"cfg_agg_reverse"`
 	CfgAggregate          *ebpf.VariableSpec `ebpf:"cfg_aggregate"`
+	CfgEventWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_event_wakeup_bytes"`
 	CfgFlowSummary        *ebpf.VariableSpec `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.VariableSpec `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.VariableSpec `ebpf:"cfg_include_syn"`
@@ -460,6 +462,7 @@ type RttscopeVariables struct {
 	CfgAggPrefixV6        *ebpf.Variable `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.Variable `ebpf:"cfg_agg_reverse"`
 	CfgAggregate          *ebpf.Variable `ebpf:"cfg_aggregate"`
+	CfgEventWakeupBytes   *ebpf.Variable `ebpf:"cfg_event_wakeup_bytes"`
 	CfgFlowSummary        *ebpf.Variable `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.Variable `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.Variable `ebpf:"cfg_include_syn"`
