@@ -23,7 +23,7 @@ GOLANGCI_LINT         := $(CURDIR)/bin/tools/golangci-lint
 # internal/probe/gen.go, bpf2go's default.
 BPF_CLANG ?= clang-14
 
-.PHONY: all build generate check-generate test test-go lint lint-tool fmt bench demo setup clean vmlinux vmtest vmtest-ci
+.PHONY: all build generate generate-proto check-generate test test-go lint lint-tool fmt bench demo setup clean vmlinux vmtest vmtest-ci
 
 all: build
 
@@ -32,16 +32,26 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/rttscope
 
-## generate: rebuild the BPF objects and Go bindings from bpf/ (needs $(BPF_CLANG))
-generate:
+## generate: rebuild the BPF objects and Go bindings from bpf/ (needs $(BPF_CLANG)),
+##           and the protobuf code of the Kafka sink's schema (generate-proto)
+generate: generate-proto
 	@command -v $(BPF_CLANG) >/dev/null || \
 		{ echo "$(BPF_CLANG) not found: run scripts/setup.sh (or set BPF_CLANG)"; exit 1; }
 	cd internal/probe && BPF_CLANG=$(BPF_CLANG) $(GO) generate ./...
 
-## check-generate: fail when the committed BPF objects differ from the sources
+## check-generate: fail when the committed BPF objects or protobuf code differ from the sources
 check-generate: generate
-	@git diff --exit-code --stat -- internal/probe || \
-		{ echo "BPF objects are stale: run 'make generate' and commit internal/probe"; exit 1; }
+	@git diff --exit-code --stat -- internal/probe internal/recordpb || \
+		{ echo "generated code is stale: run 'make generate' and commit internal/probe and internal/recordpb"; exit 1; }
+
+## generate-proto: internal/recordpb from proto/rttscope/v1/records.proto, with
+##                 Debian bookworm's protoc (3.21.12, scripts/setup.sh) and the
+##                 protoc-gen-go that go.mod pins (a tool of the module)
+generate-proto:
+	@command -v protoc >/dev/null || { echo "protoc not found: run scripts/setup.sh"; exit 1; }
+	$(GO) build -o bin/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
+	protoc --plugin=protoc-gen-go=bin/protoc-gen-go -I proto \
+		--go_out=. --go_opt=module=github.com/rttscope/rttscope rttscope/v1/records.proto
 
 ## vmlinux: refresh bpf/vmlinux.h from the running kernel's BTF
 vmlinux:
@@ -94,10 +104,14 @@ vmtest:
 	VM_KERNELS="$(VM_KERNELS)" VM_PKGS="$(VM_PKGS)" ./scripts/vmtests.sh
 
 ## bench: per-packet BPF cost and overhead, then the PDM programs' cost and
-##        TCP throughput with PDM off/on; results under bench/results/
+##        TCP throughput with PDM off/on (results under bench/results/), then
+##        events/s and bytes/sample of each sink: files, Kafka (a real broker),
+##        metrics (docs/files.md, docs/sinks.md)
 bench:
 	$(GO) run ./cmd/rttscope bench
 	$(GO) run ./cmd/rttscope pdm bench
+	$(GO) test -run '^$$' -bench 'FileSinks' -benchtime 1000000x ./internal/parquetout
+	$(GO) test -run '^$$' -bench 'Sinks|MetricsAggregates' -benchtime 300000x ./internal/sink
 
 ## demo: build a namespace lab with two paths and show rttscope measuring them
 demo: build

@@ -48,6 +48,7 @@ struct agg_stats {
 	__u64 rtt_max;
 	__u32 hist[HIST_BINS];
 	__u32 reserved;
+	__u32 source_count[RTT_SOURCES]; /* samples by enum rtt_source */
 };
 
 _Static_assert(sizeof(struct agg_key) == 20, "agg_key layout");
@@ -284,6 +285,8 @@ __noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
 		s->rtt_max = rtt;
 	s->rtt_count++;
 	s->rtt_sum += rtt;
+	if (p->reply_source < RTT_SOURCES)
+		s->source_count[p->reply_source]++;
 	bin = hist_bin(rtt);
 	/* clang knows bin < HIST_BINS and drops the check; 6.1's verifier
 	 * cannot prove it and needs to see it. */

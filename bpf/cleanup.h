@@ -71,7 +71,10 @@ static __always_inline void expire_flow(const struct network_tuple *kp,
 static __always_inline void expire_ts(const struct packet_id *kp, __u64 sent,
 				      __u64 now)
 {
+	struct network_tuple fkey;
+	struct flow_state *fs;
 	struct packet_id pid;
+	__u32 side;
 
 	if (now <= sent || now - sent <= cfg_ts_timeout_ns)
 		return;
@@ -81,6 +84,13 @@ static __always_inline void expire_ts(const struct packet_id *kp, __u64 sent,
 		return;
 	count(COUNTER_TS_EXPIRED);
 	count(COUNTER_TS_DELETED);
+
+	/* Keep the flow's outstanding count honest so matching can skip the
+	 * map lookup for flows with nothing outstanding. */
+	side = canonical_tuple(&pid.flow, &fkey) & SIDE_MASK;
+	fs = bpf_map_lookup_elem(&flow_map, &fkey);
+	if (fs && fs->dir[side].outstanding)
+		__sync_fetch_and_add(&fs->dir[side].outstanding, -1);
 }
 
 SEC("iter/bpf_map_elem")

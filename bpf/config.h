@@ -14,6 +14,31 @@ volatile const __u64 cfg_rtt_rate_milli = 0;
 volatile const bool cfg_rtt_rate_use_srtt = false;
 volatile const bool cfg_track_tcp = true;
 volatile const bool cfg_track_icmp = false;
+/* Where TCP data samples come from (id_tcp_ts.h, id_tcp_seq.h). */
+enum tcp_mode {
+	/* Timestamps in segments that carry the option, sequence and
+	 * acknowledgement numbers in those that do not: per direction in
+	 * effect, since a connection that negotiated timestamps sends them
+	 * on every segment but RSTs (RFC 7323, 3.2). */
+	TCP_MODE_AUTO = 0,
+	TCP_MODE_TS = 1, /* timestamps only (ePPing) */
+	TCP_MODE_SEQ = 2, /* sequence numbers only, timestamps ignored */
+};
+volatile const __u32 cfg_tcp_mode = TCP_MODE_AUTO;
+/* Handshake samples (SYN -> SYN-ACK, SYN-ACK -> ACK); SYNs open flows. */
+volatile const bool cfg_track_tcp_handshake = false;
+/* DNS over UDP and TCP (id_dns.h), to and from these server ports (host
+ * order; 0: unused slot). */
+volatile const bool cfg_track_dns = false;
+#define DNS_PORTS 4
+volatile const __u16 cfg_dns_ports[DNS_PORTS] = {53, 0, 0, 0};
+/* Report the question's name with DNS samples (--dns-names; off: the name
+ * is never read, data minimisation). */
+volatile const bool cfg_dns_names = false;
+/* QUIC spin bit (id_quic_spin.h), UDP to and from these ports. */
+volatile const bool cfg_track_quic = false;
+#define QUIC_PORTS 4
+volatile const __u16 cfg_quic_ports[QUIC_PORTS] = {443, 0, 0, 0};
 /* Timestamp SYNs and let them open flows (may fill state under SYN floods). */
 volatile const bool cfg_include_syn = false;
 /* Skip timestamping ingress packets addressed to this host (their replies

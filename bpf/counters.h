@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "config.h"
+#include "events.h"
 
 enum counter {
 	COUNTER_PACKETS, /* packets the programs looked at */
@@ -29,8 +30,30 @@ enum counter {
 	COUNTER_SUMMARY_MAP_FULL,
 	COUNTER_SUMMARY_RINGBUF_FULL,
 	COUNTER_SUMMARIES_SENT,
+	/* RTT samples per source, in enum rtt_source order */
+	COUNTER_SAMPLES_TCP_TS,
+	COUNTER_SAMPLES_ICMP,
+	COUNTER_SAMPLES_TCP_SEQ,
+	COUNTER_SAMPLES_TCP_SYN,
+	COUNTER_SAMPLES_DNS,
+	COUNTER_SAMPLES_QUIC_SPIN,
+	/* TCP segments carrying sequence numbers already sent (id_tcp_seq.h) */
+	COUNTER_TCP_SEQ_RETRANSMISSIONS,
+	/* timed ranges dropped by Karn's rule: retransmitted before an ACK */
+	COUNTER_TCP_SEQ_AMBIGUOUS,
+	/* DNS queries whose id was outstanding on their tuple: timing dropped */
+	COUNTER_DNS_DUPLICATE_QUERIES,
+	/* DNS responses that answered no outstanding query */
+	COUNTER_DNS_UNMATCHED_RESPONSES,
+	/* QUIC spin edges rejected: closer than 1/8 of the RTT estimate */
+	COUNTER_QUIC_SPIN_REJECTED,
+	/* QUIC flow directions whose spin bit looked random: no samples */
+	COUNTER_QUIC_SPIN_RANDOM,
 	COUNTER_NR,
 };
+_Static_assert(COUNTER_SAMPLES_QUIC_SPIN - COUNTER_SAMPLES_TCP_TS ==
+		       RTT_SOURCE_QUIC_SPIN,
+	       "per-source sample counters follow enum rtt_source");
 BTF_EXPORT(enum counter, counter);
 
 struct {
@@ -53,6 +76,13 @@ static __always_inline void count(enum counter c)
 	v = bpf_map_lookup_elem(&counters, &key);
 	if (v)
 		*v += 1;
+}
+
+/* Counts an RTT sample of source (enum rtt_source). */
+static __always_inline void count_sample(__u8 source)
+{
+	if (source < RTT_SOURCES)
+		count(COUNTER_SAMPLES_TCP_TS + source);
 }
 
 #endif /* RTTSCOPE_COUNTERS_H */

@@ -157,6 +157,8 @@ __noinline int evict_ts(__u64 now)
 		r->tail = tail;
 		count(COUNTER_TS_EVICTED);
 		count(COUNTER_TS_DELETED);
+		if (fs && fs->dir[side].outstanding)
+			__sync_fetch_and_add(&fs->dir[side].outstanding, -1);
 		return 1;
 	}
 	r->tail = tail;

@@ -20,20 +20,32 @@ struct flow_dir_state {
 	__u8 has_last_id;
 	__u8 fin_seen;
 	__u8 local_dst; /* enum local_dst: its packets are for this host */
-	__u8 reserved;
+	/* The ring of pending[]: bits 0-1 the slots in use (0-2), bit 2 the
+	 * slot the next timestamp goes to (the older one when both are). */
+	__u8 ts_ring;
 	__u64 min_rtt;
 	__u64 srtt;
-	/* The last two identifiers timestamped in this direction, for the
-	 * replies' filter (reply_may_match): slot ts_next & 1 is the older
-	 * when ts_taken is 2. Written by this side's packets only. */
-	__u32 pending[2];
-	__u8 ts_taken; /* slots of pending[] in use (0-2) */
-	__u8 ts_next; /* slot the next timestamp goes to */
-	__u8 has_echoed;
-	__u8 reserved2;
-	/* Newest identifier this side's replies echoed (TCP TSecr). */
+	__u32 outstanding; /* timestamps not yet matched (approximate) */
+	/* Newest TSecr this side's replies echoed (0: none yet). */
 	__u32 echoed;
+	/* The last two TCP timestamps (RTT_SOURCE_TCP_TS) taken in this
+	 * direction, for the ACKs' filter (reply_may_match). Written, with
+	 * ts_ring, by this side's timestamped packets only. */
+	__u32 pending[2];
 };
+
+#define TS_RING_USED 3
+#define TS_RING_NEXT 4
+
+/* Remembers a TCP timestamp taken in d's direction in pending[]. */
+static __always_inline void ts_ring_add(struct flow_dir_state *d, __u32 id)
+{
+	__u8 r = d->ts_ring, used = r & TS_RING_USED;
+
+	d->pending[(r & TS_RING_NEXT) ? 1 : 0] = id;
+	d->ts_ring =
+		((r ^ TS_RING_NEXT) & TS_RING_NEXT) | (used < 2 ? used + 1 : 2);
+}
 
 enum local_dst {
 	LOCAL_DST_UNKNOWN = 0, /* not asked yet */
@@ -41,11 +53,47 @@ enum local_dst {
 	LOCAL_DST_YES = 2,
 };
 
+/* Per-direction state of the TCP sources that work on sequence numbers
+ * (id_tcp_seq.h): the highest end sequence the side sent, and the one range
+ * of it being timed. Written by that side's new data (max_end) and by the
+ * ACK that ends the timing (timed), so not on most packets. */
+struct tcp_seq_dir {
+	__u32 max_end; /* highest end sequence sent, when has_max */
+	__u32 timed_end; /* end of the range being timed, when timed */
+	__u8 has_max;
+	__u8 timed;
+	__u8 timed_source; /* RTT_SOURCE_TCP_SEQ or RTT_SOURCE_TCP_SYN */
+	__u8 reserved;
+};
+
+/* Per-direction state of the QUIC spin bit source (id_quic_spin.h). */
+struct quic_spin_dir {
+	__u64 last_edge; /* time of the last accepted edge, 0: none yet */
+	__u32 est; /* running RTT estimate (ns, 1/8 gain), 0: none yet */
+	__u16 win_pkts; /* short header packets in the current window */
+	__u8 win_edges; /* accepted edges in the current window */
+	__u8 flags; /* enum quic_spin_flags */
+};
+
+enum quic_spin_flags {
+	QUIC_SPIN_VALUE = 1, /* the last spin value seen */
+	QUIC_SPIN_SEEN = 2, /* a spin value was seen */
+	QUIC_SPIN_VALID = 4, /* a window passed: samples are reported */
+	QUIC_SPIN_RANDOM = 8, /* the bit looks random: no samples */
+};
+
 struct flow_state {
 	struct flow_dir_state dir[2]; /* [0]: sent by key.saddr */
 	__u8 opener; /* index of the side that opened it */
 	__u8 closing_sent; /* a closing event was reported */
 	__u8 reserved[6];
+	/* State of the sources that keep some per flow direction, after the
+	 * rest: the common path does not touch it. One flow is TCP or UDP,
+	 * so they share the space. */
+	union {
+		struct tcp_seq_dir seq[2];
+		struct quic_spin_dir spin[2];
+	};
 };
 
 /* Time of the flow's last packet, either direction. */

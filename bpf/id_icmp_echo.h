@@ -27,6 +27,8 @@ static __always_inline int parse_echo(struct parsing_context *pctx, void *l4,
 
 	p->pid.flow.saddr.port = eh->id;
 	p->pid.flow.daddr.port = eh->id;
+	p->pid.flow.reserved = RTT_SOURCE_ICMP;
+	p->reply_source = RTT_SOURCE_ICMP;
 	if (eh->type == request) {
 		p->pid.identifier = bpf_ntohs(eh->seq);
 		p->pid_valid = true;

@@ -7,6 +7,8 @@
 #include "packet.h"
 #include "config.h"
 #include "walkers.h"
+#include "id_tcp_seq.h"
+#include "id_dns.h"
 
 /* The layout Linux and most other stacks send (RFC 7323, appendix A): the
  * timestamp option first, after two NOPs. Read in place, it spares the
@@ -59,6 +61,19 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 			tcph->ack ? EVENT_REASON_SYN_ACK : EVENT_REASON_SYN;
 	}
 
+	/* DNS over TCP (id_dns.h): a segment carrying a message takes the
+	 * DNS identifiers instead of the TCP ones. */
+	if (cfg_track_dns && !parse_dns_tcp(pctx, tcph, hdrlen, p))
+		return 0;
+	if (!cfg_track_tcp && !cfg_track_tcp_handshake)
+		return 0; /* DNS only: flow state, no identifiers */
+
+	/* Sequence numbers instead (id_tcp_seq.h): always in seq mode, for
+	 * the handshake's SYNs, and in auto mode without the option. */
+	if ((cfg_track_tcp && cfg_tcp_mode == TCP_MODE_SEQ) ||
+	    (tcph->syn && cfg_track_tcp_handshake))
+		return parse_tcp_seq(tcph, hdrlen, p);
+
 	ret = tcp_ts_first(tcph, hdrlen, pctx->data_end, &ts);
 	if (ret < 0) {
 		off = l4 - pctx->data;
@@ -67,8 +82,15 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 		else
 			ret = tcp_ts_skb(pctx->ctx, off, &ts);
 	}
+	if (ret < 0 && tcp_seq_used())
+		return parse_tcp_seq(tcph, hdrlen, p);
 	if (ret < 0)
 		return 0; /* still counts for flow state, no identifiers */
+	/* The handshake's last ACK answers a SYN-ACK timed by sequence. */
+	if (cfg_track_tcp_handshake)
+		parse_tcp_ack(tcph, p);
+	if (!cfg_track_tcp)
+		return 0; /* handshake samples only */
 
 	/* A pure ACK elicits no reply of its own: timestamping it would give
 	 * samples inflated by the peer's next send. */

@@ -17,6 +17,54 @@ struct parsing_context {
 	bool is_xdp; /* constant per program: picks the walkers */
 };
 
+/* What a source learnt beyond its identifiers, for its flow hook or its
+ * sample: one of the structs of the union in struct packet_info, named by
+ * its last byte (kind), which is at the same place in each. */
+enum src_info_kind {
+	SRC_INFO_NONE = 0,
+	SRC_INFO_TCP_SEG = 1, /* struct tcp_seg (id_tcp_seq.h) */
+	SRC_INFO_DNS = 2, /* struct dns_info (id_dns.h) */
+	SRC_INFO_QUIC = 3, /* struct quic_info (id_quic_spin.h) */
+};
+
+/* The sequence space of a TCP segment. */
+struct tcp_seg {
+	__u32 seq; /* first sequence number */
+	__u32 end; /* seq + payload, SYN and FIN counting one each */
+	__u32 ack; /* cumulative ACK, when ack_valid */
+	__u8 ack_valid; /* the ACK flag is set */
+	__u8 syn;
+	__u8 reserved;
+	__u8 kind; /* SRC_INFO_TCP_SEG */
+};
+
+/* A DNS response's details, reported with its sample. */
+struct dns_info {
+	__u16 qtype; /* type of the first question, 0 if unread */
+	__u8 rcode;
+	__u8 truncated; /* TC bit */
+	__u16 name_len; /* --dns-names: bytes of the name copied (dns_names) */
+	__u8 reserved[9];
+	__u8 kind; /* SRC_INFO_DNS */
+};
+
+/* A QUIC packet: its header form and spin bit, and the sample its edge
+ * gives (the flow hook's result, kept here rather than on the stack). */
+struct quic_info {
+	__u64 sample;
+	__u8 short_hdr; /* a 1-RTT packet: spin is valid */
+	__u8 spin;
+	__u8 side; /* the sender's half of the flow, for the sample */
+	__u8 reserved[4];
+	__u8 kind; /* SRC_INFO_QUIC */
+};
+
+_Static_assert(__builtin_offsetof(struct tcp_seg, kind) ==
+			       __builtin_offsetof(struct dns_info, kind) &&
+		       __builtin_offsetof(struct tcp_seg, kind) ==
+			       __builtin_offsetof(struct quic_info, kind),
+	       "the kind byte of the source infos");
+
 struct packet_info {
 	__u64 time;
 	__u32 l3_len; /* IP header + payload, the byte counters' unit */
@@ -29,8 +77,17 @@ struct packet_info {
 	__u8 event_type; /* enum flow_event_type caused by this packet */
 	__u8 event_reason; /* enum flow_event_reason */
 	__u8 ip_tos;
+	/* enum rtt_source of reply_id; that of pid.identifier is in
+	 * pid.flow.reserved, so each source has its own identifier space
+	 * in the timestamp map. Both 0 (TCP timestamps) unless set. */
+	__u8 reply_source;
 	__u32 reply_id;
 	struct packet_id pid; /* tuple of this packet + its identifier */
+	union {
+		struct tcp_seg seg;
+		struct dns_info dns;
+		struct quic_info quic;
+	};
 };
 
 #endif /* RTTSCOPE_PACKET_H */

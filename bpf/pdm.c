@@ -333,93 +333,10 @@ static __always_inline void send_event(struct __sk_buff *skb,
 	e->pair_scale = pair_scale;
 	e->pad = 0;
 	e->pair_dtlr = pair_dtlr;
-	bpf_ringbuf_submit(e, 0);
+	/* No wakeup: user space polls the ring every 10 ms (internal/pdm,
+	 * pollEvery), which a wakeup per record costs several µs of. */
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	pdm_count(PDM_C_EVENTS);
-}
-
-static __always_inline void acc_add(struct pdm_stat *a, __u64 x)
-{
-	if (!a->count || x < a->min)
-		a->min = x;
-	if (x > a->max)
-		a->max = x;
-	a->count++;
-	a->sum += x;
-}
-
-/* Adds the delays of a PDM option to the 5-tuple's accumulators of the
- * current interval (--pdm-report interval), in place of an event. Zero
- * fields (the sender had no such delta yet) are not samples; the network
- * RTT is the one NewRecord derives: round_trip - dtlr when this host's
- * round trip is known, or (passive) dtls minus the paired DTLR. */
-static __always_inline void pdm_fold(struct pdm_key *k, bool egress,
-				     struct pdm_opt *opt, __u64 round_trip,
-				     __u8 flags, __u8 pair_scale,
-				     __u16 pair_dtlr)
-{
-	struct pdm_acc_val *a, fresh = {};
-	struct pdm_acc_key ak = {};
-	__u64 dtlr = 0, dtls = 0, pair = 0, net = 0;
-	bool has_dtlr = false, has_dtls = false, has_net = false;
-	__u32 zero = 0, *epoch;
-	__u16 v;
-	long ret;
-
-	epoch = bpf_map_lookup_elem(&pdm_epoch, &zero);
-	if (!epoch)
-		return;
-	__builtin_memcpy(&ak.tuple, k, sizeof(*k));
-	ak.epoch = *epoch;
-	ak.egress = egress;
-	v = bpf_ntohs(opt->dtlr);
-	if (v)
-		has_dtlr = pdm_decode(v, opt->scale_dtlr, &dtlr);
-	v = bpf_ntohs(opt->dtls);
-	if (v)
-		has_dtls = pdm_decode(v, opt->scale_dtls, &dtls);
-	if (flags & PDM_EV_ROUND_TRIP) {
-		if (round_trip >= dtlr && (has_dtlr || !bpf_ntohs(opt->dtlr))) {
-			net = round_trip - dtlr;
-			has_net = true;
-		}
-	} else if (flags & PDM_EV_PAIRED) {
-		if (pdm_decode(pair_dtlr, pair_scale, &pair) && dtls >= pair &&
-		    (has_dtls || !bpf_ntohs(opt->dtls))) {
-			net = dtls - pair;
-			has_net = true;
-		}
-	}
-	if (!has_dtlr && !has_dtls && !has_net)
-		return;
-	a = bpf_map_lookup_elem(&pdm_acc, &ak);
-	if (!a) {
-		/* First sample of the interval on this CPU. */
-		a = &fresh;
-		if (has_dtlr)
-			acc_add(&a->dtlr, dtlr);
-		if (has_dtls)
-			acc_add(&a->dtls, dtls);
-		if (has_net)
-			acc_add(&a->net, net);
-		ret = bpf_map_update_elem(&pdm_acc, &ak, a, BPF_NOEXIST);
-		if ((int)ret == 0) {
-			pdm_count(PDM_C_FOLDED);
-			return;
-		}
-		/* Another CPU created it: this CPU's value is zero. */
-		a = bpf_map_lookup_elem(&pdm_acc, &ak);
-		if (!a) {
-			pdm_count(PDM_C_ACC_FULL);
-			return;
-		}
-	}
-	if (has_dtlr)
-		acc_add(&a->dtlr, dtlr);
-	if (has_dtls)
-		acc_add(&a->dtls, dtls);
-	if (has_net)
-		acc_add(&a->net, net);
-	pdm_count(PDM_C_FOLDED);
 }
 
 /* Decodes the PDM of a packet in either direction. Active ingress: records
@@ -477,12 +394,8 @@ static __always_inline void observe(struct __sk_buff *skb, struct ipv6hdr *ip6,
 			st->peer_dtlr = bpf_ntohs(pp.opt.dtlr);
 			st->peer_valid = 1;
 		}
-		if (pdm_cfg.interval)
-			pdm_fold(&key, egress, &pp.opt, 0, flags, pair_scale,
-				 pair_dtlr);
-		else
-			send_event(skb, ip6, &key, egress, &pp.opt, now, 0,
-				   flags, pair_scale, pair_dtlr);
+		send_event(skb, ip6, &key, egress, &pp.opt, now, 0, flags,
+			   pair_scale, pair_dtlr);
 		goto out;
 	}
 	/* Active ingress: this reception is the "last received". */
@@ -497,11 +410,7 @@ static __always_inline void observe(struct __sk_buff *skb, struct ipv6hdr *ip6,
 		rt = st->dtls;
 		flags |= PDM_EV_ROUND_TRIP;
 	}
-	if (pdm_cfg.interval)
-		pdm_fold(&key, false, &pp.opt, rt, flags, 0, 0);
-	else
-		send_event(skb, ip6, &key, false, &pp.opt, now, rt, flags, 0,
-			   0);
+	send_event(skb, ip6, &key, false, &pp.opt, now, rt, flags, 0, 0);
 out:
 	if (pp.malformed)
 		pdm_count(PDM_C_MALFORMED);

@@ -71,20 +71,4 @@ static __always_inline __u16 pdm_encode(__u64 ns, __u8 *scale)
 	return lo;
 }
 
-/* Decodes value/scale into *ns, rounded to the nearest ns (halves up, as
- * internal/pdm's Decode). value * 2^scale / 10^9 is formed as
- * value * 2^(scale - 8) / 3906250 so that it fits 64 bits up to scale 56
- * (2^72 as, 78 minutes); false for larger scales. */
-static __always_inline bool pdm_decode(__u16 value, __u8 scale, __u64 *ns)
-{
-	if (scale > 56)
-		return false;
-	if (scale < 8) {
-		*ns = (((__u64)value << scale) + AS_PER_NS / 2) / AS_PER_NS;
-		return true;
-	}
-	*ns = (((__u64)value << (scale - 8)) + 1953125) / 3906250;
-	return true;
-}
-
 #endif /* RTTSCOPE_PDM_ENCODE_H */

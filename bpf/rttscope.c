@@ -12,6 +12,7 @@
 #include "parse.h"
 #include "id_tcp_ts.h"
 #include "id_icmp_echo.h"
+#include "id_udp.h"
 #include "agg.h"
 #include "summary.h"
 #include "evict.h"
@@ -43,8 +44,11 @@ static __always_inline int parse_packet(struct parsing_context *pctx,
 	p->pid.flow.proto = l4proto;
 	p->l3_valid = true;
 
-	if (l4proto == IPPROTO_TCP && cfg_track_tcp)
+	if (l4proto == IPPROTO_TCP &&
+	    (cfg_track_tcp || cfg_track_tcp_handshake || cfg_track_dns))
 		return parse_tcp_identifier(pctx, pos, p);
+	if (l4proto == IPPROTO_UDP && (cfg_track_dns || cfg_track_quic))
+		return parse_udp_identifier(pctx, pos, p);
 	if (l4proto == IPPROTO_ICMP && cfg_track_icmp &&
 	    p->pid.flow.ipv == AF_INET)
 		return parse_icmp_identifier(pctx, pos, p);
@@ -152,6 +156,45 @@ static __always_inline void send_flow_event(struct packet_info *p,
 }
 
 /* orig sent the timestamped packet, rec (the reply's sender) received it. */
+/* A DNS sample with the question's name (--dns-names, id_dns.h). */
+__noinline int send_dns_named_event(struct packet_info *p,
+				    struct flow_dir_state *orig,
+				    struct flow_dir_state *rec, __u64 rtt);
+
+static __always_inline void fill_rtt_event(struct rtt_event *e,
+					   struct packet_info *p,
+					   struct flow_dir_state *orig,
+					   struct flow_dir_state *rec,
+					   __u64 rtt)
+{
+	e->event_type = EVENT_TYPE_RTT;
+	e->ifindex = p->ifindex;
+	e->timestamp = p->time;
+	e->flow = p->pid.flow;
+	e->flow.reserved = 0;
+	e->match_on_egress = p->is_egress;
+	e->source = p->reply_source;
+	e->reserved = 0;
+	e->rtt = rtt;
+	e->min_rtt = orig->min_rtt;
+	e->srtt = orig->srtt;
+	e->sent_pkts = orig->sent_pkts;
+	e->sent_bytes = orig->sent_bytes;
+	e->rec_pkts = rec->sent_pkts;
+	e->rec_bytes = rec->sent_bytes;
+	e->reserved2 = 0;
+	if (cfg_track_dns && p->dns.kind == SRC_INFO_DNS) {
+		e->dns_qtype = p->dns.qtype;
+		e->dns_rcode = p->dns.rcode;
+		e->dns_truncated = p->dns.truncated;
+	} else {
+		e->dns_qtype = 0;
+		e->dns_rcode = 0;
+		e->dns_truncated = 0;
+	}
+}
+
+/* orig sent the timestamped packet, rec (the reply's sender) received it. */
 static __always_inline void send_rtt_event(struct packet_info *p,
 					   struct flow_dir_state *orig,
 					   struct flow_dir_state *rec,
@@ -161,26 +204,47 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 
 	if (cfg_steps < STEP_EVENTS)
 		return;
+	if (cfg_dns_names && p->dns.kind == SRC_INFO_DNS && p->dns.name_len) {
+		send_dns_named_event(p, orig, rec, rtt);
+		return;
+	}
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(COUNTER_RINGBUF_FULL);
 		return;
 	}
-	e->event_type = EVENT_TYPE_RTT;
-	e->ifindex = p->ifindex;
-	e->timestamp = p->time;
-	e->flow = p->pid.flow;
-	e->flow.reserved = 0;
-	e->match_on_egress = p->is_egress;
-	e->rtt = rtt;
-	e->min_rtt = orig->min_rtt;
-	e->srtt = orig->srtt;
-	e->sent_pkts = orig->sent_pkts;
-	e->sent_bytes = orig->sent_bytes;
-	e->rec_pkts = rec->sent_pkts;
-	e->rec_bytes = rec->sent_bytes;
+	fill_rtt_event(e, p, orig, rec, rtt);
 	bpf_ringbuf_submit(e, event_wakeup());
 	count(COUNTER_RTT_EVENTS);
+}
+
+/* Global: verified once, its stack apart from the data path's. */
+__noinline int send_dns_named_event(struct packet_info *p,
+				    struct flow_dir_state *orig,
+				    struct flow_dir_state *rec, __u64 rtt)
+{
+	struct rtt_named_event *e;
+	struct dns_name *n;
+	__u32 zero = 0;
+
+	if (!p || !orig || !rec)
+		return 0;
+	n = bpf_map_lookup_elem(&dns_names, &zero);
+	if (!n)
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(COUNTER_RINGBUF_FULL);
+		return 0;
+	}
+	fill_rtt_event(&e->rtt, p, orig, rec, rtt);
+	e->rtt.event_type = EVENT_TYPE_RTT_NAMED;
+	e->name_len = p->dns.name_len;
+	__builtin_memset(e->reserved, 0, sizeof(e->reserved));
+	__builtin_memcpy(e->name, n->name, sizeof(e->name));
+	bpf_ringbuf_submit(e, event_wakeup());
+	count(COUNTER_RTT_EVENTS);
+	return 0;
 }
 
 /* Looks up the flow of a packet, creating it when the packet may open one.
@@ -281,10 +345,9 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 		ret = bpf_map_update_elem(&ts_map, &p->pid, &p->time,
 					  BPF_NOEXIST);
 	if (ret == 0) {
-		snd->pending[snd->ts_next & 1] = p->pid.identifier;
-		snd->ts_next ^= 1;
-		if (snd->ts_taken < 2)
-			snd->ts_taken++;
+		__sync_fetch_and_add(&snd->outstanding, 1);
+		if (p->pid.flow.reserved == RTT_SOURCE_TCP_TS)
+			ts_ring_add(snd, p->pid.identifier);
 		count(COUNTER_TS_CREATED);
 		remember_ts(&p->pid);
 	} else if (ret == -E2BIG_ERR) {
@@ -293,43 +356,86 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 }
 
 /* Whether a reply echoing p->reply_id can find a timestamp of orig's side:
- * only an identifier that was timestamped can, and most replies echo one
- * that was not (in a bulk transfer nearly every ACK echoes a TSval, and one
- * TSval per rate-limit interval is timestamped). This spares them the
- * timestamp map lookup, the largest cost of an ACK. rep is the replying
- * side's half.
+ * only an identifier that was timestamped can. Every source: not when the
+ * direction has none outstanding. TCP timestamps: most ACKs echo a TSval
+ * that was not timestamped (in a bulk transfer nearly every ACK echoes
+ * one, and one TSval per rate-limit interval is timestamped), and with
+ * GSO/GRO some timestamped TSvals are never echoed, so the outstanding
+ * count stays above zero; sparing those ACKs the timestamp map lookup
+ * halves an ACK's cost. rep is the replying side's half.
  *
- * TCP: the last two identifiers timestamped always qualify. An older one
- * can only still be waiting when more than two are in flight (RTT above
- * two rate-limit intervals); since a receiver's TSecr only grows, such a
- * reply echoes a value newer than any echo before it. So an identifier
- * older than both pending ones qualifies only when it is newer than the
- * newest echo seen so far; a reordered ACK echoing an older, skipped TSval
- * gives no sample (documented in docs/performance.md). Other sources: any
- * reply of a direction that has had a timestamp. */
+ * The last two TSvals timestamped always qualify. An older one can only
+ * still be waiting when more than two are in flight (RTT above two
+ * rate-limit intervals); since a receiver's TSecr only grows, such a
+ * reply echoes a value newer than any echo before it. So a TSval older
+ * than both pending ones qualifies only when it is newer than the newest
+ * echo seen so far; a reordered ACK echoing an older, skipped TSval gives
+ * no sample (documented in docs/performance.md). */
 static __always_inline bool reply_may_match(struct packet_info *p,
 					    struct flow_dir_state *orig,
 					    struct flow_dir_state *rep)
 {
 	__u32 id = p->reply_id, oldest;
+	__u8 ring = orig->ts_ring;
 	bool newest_echo;
 
-	if (!orig->ts_taken)
+	if (!orig->outstanding)
 		return false;
-	if (p->pid.flow.proto != IPPROTO_TCP)
+	if (p->reply_source != RTT_SOURCE_TCP_TS)
 		return true;
-	/* (s32) differences: TSvals wrap around. */
-	newest_echo = !rep->has_echoed || (__s32)(id - rep->echoed) > 0;
-	if (newest_echo) {
+	if (!(ring & TS_RING_USED))
+		return false;
+	/* (s32) differences: TSvals wrap around. An echo of 0 counts as
+	 * none: the next one is then taken as newest, one lookup more. */
+	newest_echo = !rep->echoed || (__s32)(id - rep->echoed) > 0;
+	if (newest_echo)
 		rep->echoed = id;
-		rep->has_echoed = 1;
-	}
 	if (id == orig->pending[0] || id == orig->pending[1])
 		return true;
-	if (orig->ts_taken < 2)
+	if ((ring & TS_RING_USED) < 2)
 		return false;
-	oldest = orig->pending[orig->ts_next & 1];
+	oldest = orig->pending[(ring & TS_RING_NEXT) ? 1 : 0];
 	return newest_echo && (__s32)(id - oldest) < 0;
+}
+
+/* Reports one RTT sample of source p->reply_source, completed by p: of
+ * orig's packets (orig_side), rec being the other side. */
+static __always_inline void record_sample(struct packet_info *p,
+					  struct network_tuple *key,
+					  struct flow_dir_state *orig,
+					  struct flow_dir_state *rec,
+					  __u32 orig_side, __u64 rtt)
+{
+	count_sample(p->reply_source);
+	if (!orig->min_rtt || rtt < orig->min_rtt)
+		orig->min_rtt = rtt;
+	orig->srtt = update_srtt(orig->srtt, rtt);
+	if (cfg_steps < STEP_EVENTS)
+		return;
+	summary_add(key, orig_side, rtt, p->reply_source);
+	if (cfg_aggregate)
+		agg_add_rtt(p, rtt);
+	else
+		send_rtt_event(p, orig, rec, rtt);
+}
+
+/* record_sample() for the QUIC spin bit: sample p->quic.sample of
+ * p->quic.side's packets. Global, so that its stack (a copy of the key,
+ * which 6.1 wants on the stack for map lookups) is not the data path's:
+ * older verifiers limit the whole call chain of the batched replay to 512
+ * bytes. */
+__noinline int record_quic_sample(struct packet_info *p,
+				  struct network_tuple *key,
+				  struct flow_dir_state *orig,
+				  struct flow_dir_state *rec)
+{
+	struct network_tuple k;
+
+	if (!p || !key || !orig || !rec)
+		return 0;
+	k = *key;
+	record_sample(p, &k, orig, rec, p->quic.side, p->quic.sample);
+	return 0;
 }
 
 static __always_inline void match_packet(struct packet_info *p,
@@ -339,37 +445,34 @@ static __always_inline void match_packet(struct packet_info *p,
 					 __u32 orig_side)
 {
 	struct packet_id rid = {};
-	__u64 *ts, sent, rtt;
+	__u64 *ts, sent;
 
-	if (!p->reply_valid || !reply_may_match(p, orig, snd))
+	if (!p->reply_valid)
 		return;
+	if (!reply_may_match(p, orig, snd)) {
+		dns_unmatched(p);
+		return;
+	}
 
 	reverse_tuple(&p->pid.flow, &rid.flow);
+	rid.flow.reserved = p->reply_source;
 	rid.identifier = p->reply_id;
 	ts = bpf_map_lookup_elem(&ts_map, &rid);
-	if (!ts)
+	if (!ts) {
+		dns_unmatched(p);
 		return;
+	}
 	sent = *ts;
 	packet_time(p);
 	/* Whoever deletes the entry owns the sample: each identifier is
 	 * matched at most once, even with both hooks on different CPUs. */
 	if (bpf_map_delete_elem(&ts_map, &rid) != 0)
 		return;
+	__sync_fetch_and_add(&orig->outstanding, -1);
 	count(COUNTER_TS_DELETED);
 	if (p->time < sent)
 		return;
-
-	rtt = p->time - sent;
-	if (!orig->min_rtt || rtt < orig->min_rtt)
-		orig->min_rtt = rtt;
-	orig->srtt = update_srtt(orig->srtt, rtt);
-	if (cfg_steps < STEP_EVENTS)
-		return;
-	summary_add(key, orig_side, rtt);
-	if (cfg_aggregate)
-		agg_add_rtt(p, rtt);
-	else
-		send_rtt_event(p, orig, snd, rtt);
+	record_sample(p, key, orig, snd, orig_side, p->time - sent);
 }
 
 static __always_inline void close_flow(struct packet_info *p,
@@ -424,8 +527,11 @@ static __always_inline void handle_packet(void *ctx,
 	self = side & SIDE_SELF;
 	side &= SIDE_MASK;
 	fs = get_flow(&p, &key, side, &new_flow);
-	if (!fs)
+	if (!fs) {
+		if (cfg_track_dns)
+			dns_without_flow(&p);
 		return;
+	}
 
 	/* Races between CPUs on the same flow can lose a counter update or
 	 * an srtt step; the timestamp map itself stays exact. */
@@ -434,6 +540,17 @@ static __always_inline void handle_packet(void *ctx,
 	snd->sent_pkts++;
 	snd->sent_bytes += p.l3_len;
 	if (cfg_steps >= STEP_TIMESTAMP) {
+		if (tcp_seq_used() && p.seg.kind == SRC_INFO_TCP_SEG)
+			tcp_seq_on_flow(&p, fs, snd, side,
+					self ? side : side ^ 1);
+		if (cfg_track_dns && p.dns.kind == SRC_INFO_DNS)
+			dns_on_flow(&p, snd);
+		if (cfg_track_quic && p.quic.kind == SRC_INFO_QUIC &&
+		    quic_spin_on_flow(&p, &fs->spin[side])) {
+			p.quic.side = side;
+			record_quic_sample(&p, &key, snd,
+					   self ? snd : &fs->dir[side ^ 1]);
+		}
 		timestamp_packet(ctx, &p, snd, new_flow);
 		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
 	}
@@ -572,32 +689,39 @@ __noinline int replay_last(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	struct parsing_context pctx = {.ctx = ctx, .is_xdp = true};
-	struct replay_trailer *tr, t;
-	__u32 size = end - data, off;
+	struct replay_trailer *tr;
+	__u32 size = end - data, off, len;
+	__u64 tstamp;
+	bool egress;
 
-	if (size <= REPLAY_PAD + sizeof(t))
+	if (size <= REPLAY_PAD + sizeof(*tr))
 		return 1;
-	off = size - sizeof(t);
+	off = size - sizeof(*tr);
 	if (off > REPLAY_MAX_BUF)
 		return -1;
 	tr = data + off;
 	if ((void *)(tr + 1) > end)
 		return -1;
-	t = *tr;
-	if (t.len < ETH_HLEN_BYTES || t.len > off - REPLAY_PAD)
+	/* Scalars, not a stack copy of the trailer: this frame, with
+	 * handle_packet's, and the deepest global function it calls must fit
+	 * older verifiers' 512-byte limit for the whole call chain (6.1). */
+	tstamp = tr->tstamp;
+	len = tr->len;
+	egress = tr->egress != 0;
+	if (len < ETH_HLEN_BYTES || len > off - REPLAY_PAD)
 		return -1;
-	off -= t.len; /* start of the frame */
-	if (bpf_xdp_adjust_tail(ctx, -(int)sizeof(t)) ||
+	off -= len; /* start of the frame */
+	if (bpf_xdp_adjust_tail(ctx, -(int)sizeof(*tr)) ||
 	    bpf_xdp_adjust_head(ctx, off))
 		return -1;
 
 	pctx.data = (void *)(long)ctx->data;
 	pctx.data_end = (void *)(long)ctx->data_end;
-	replay_now = t.tstamp;
-	handle_packet(ctx, &pctx, t.egress != 0, t.tstamp);
+	replay_now = tstamp;
+	handle_packet(ctx, &pctx, egress, tstamp);
 
 	if (bpf_xdp_adjust_head(ctx, -(int)off) ||
-	    bpf_xdp_adjust_tail(ctx, -(int)t.len))
+	    bpf_xdp_adjust_tail(ctx, -(int)len))
 		return -1;
 	return 0;
 }

@@ -23,6 +23,7 @@ struct flow_summary_dir {
 	__u64 max;
 	__u16 hist[FS_BINS]; /* saturating */
 	__u16 reserved[3];
+	__u32 source_count[RTT_SOURCES]; /* samples by enum rtt_source */
 };
 
 struct flow_summary {
@@ -39,6 +40,7 @@ struct flow_summary_dir_event {
 	__u64 max;
 	__u16 hist[FS_BINS];
 	__u16 reserved[3];
+	__u32 source_count[RTT_SOURCES];
 };
 
 struct flow_summary_event {
@@ -54,8 +56,8 @@ struct flow_summary_event {
 /* Read by offset in internal/events/summary.go; TestLayout there checks
  * every offset against the Go type bpf2go generates from this one. */
 _Static_assert(FS_BINS == 217, "flow summary bins");
-_Static_assert(sizeof(struct flow_summary_dir_event) == 488, "summary layout");
-_Static_assert(sizeof(struct flow_summary_event) == 1048, "summary layout");
+_Static_assert(sizeof(struct flow_summary_dir_event) == 512, "summary layout");
+_Static_assert(sizeof(struct flow_summary_event) == 1096, "summary layout");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -97,7 +99,7 @@ static __always_inline void summary_open(const struct network_tuple *key,
 }
 
 static __always_inline void summary_add(const struct network_tuple *key,
-					__u32 side, __u64 rtt)
+					__u32 side, __u64 rtt, __u8 source)
 {
 	struct flow_summary_dir *d;
 	struct flow_summary *s;
@@ -113,6 +115,8 @@ static __always_inline void summary_add(const struct network_tuple *key,
 	d->sum += rtt;
 	if (rtt > d->max)
 		d->max = rtt;
+	if (source < RTT_SOURCES)
+		d->source_count[source]++;
 	bin = hist_bin(rtt) >> FS_SHIFT;
 	barrier_var(bin); /* keep the bound check for older verifiers */
 	if (bin < FS_BINS && d->hist[bin] != 0xffff)
@@ -160,6 +164,9 @@ static __always_inline void summary_fill(struct flow_summary_event *e,
 		e->dir[i].reserved[0] = 0;
 		e->dir[i].reserved[1] = 0;
 		e->dir[i].reserved[2] = 0;
+		__builtin_memcpy(e->dir[i].source_count,
+				 s->dir[side].source_count,
+				 sizeof(e->dir[i].source_count));
 	}
 }
 

@@ -2,9 +2,14 @@
 # Installs what rttscope needs to build, test and run its lab on Debian or
 # Ubuntu: clang-14/llvm-14 (the compiler `make generate` is pinned to, see
 # the Makefile) and libbpf headers (only for `make generate`), iproute2,
-# ethtool, tcpdump and tshark (tests), make, python3-pip and pyarrow from PyPI
-# (Parquet files read back by an independent reader); then the pinned golangci-lint
-# (`make lint-tool`). Go >= 1.21 must be present; the go command then fetches
+# ethtool, tcpdump and tshark (tests), dnsmasq and dig (the DNS source's lab
+# test), make, python3-pip, pyarrow (Parquet files read back by an
+# independent reader) and aioquic (a QUIC peer whose spin bit spins) from
+# PyPI, protoc (`make generate-proto`), the sinks' test servers: Prometheus
+# (Debian's package) and an Apache Kafka broker (Java 17 and the kafka_2.13
+# jars from Maven Central, via mvn: scripts/kafka/fetch.sh, cached in
+# /var/cache/rttscope/kafka); then the pinned golangci-lint (`make
+# lint-tool`). Go >= 1.21 must be present; the go command then fetches
 # the toolchain go.mod asks for from the module proxy.
 set -euo pipefail
 
@@ -14,7 +19,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 packages=(make clang-14 llvm-14 libbpf-dev bpftool clang-format iproute2 ethtool
-	iputils-ping tcpdump tshark git ca-certificates python3-pip)
+	iputils-ping tcpdump tshark git ca-certificates python3-pip protobuf-compiler
+	openjdk-17-jre-headless maven dnsmasq-base bind9-dnsutils)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -42,6 +48,26 @@ go mod download
 if ! python3 -c 'import pyarrow' 2>/dev/null; then
 	echo "setup.sh: pyarrow from PyPI (tests read Parquet back with it)" >&2
 	python3 -m pip install -q pyarrow 2>/dev/null || python3 -m pip install -q --break-system-packages pyarrow
+fi
+# aioquic is the QUIC peer whose spin bit the quic_spin source's lab test
+# observes (it spins on every connection; internal/traffic/quicpeer.py).
+if ! python3 -c 'import aioquic' 2>/dev/null; then
+	echo "setup.sh: aioquic from PyPI (a QUIC peer that spins, for the spin bit lab test)" >&2
+	python3 -m pip install -q aioquic 2>/dev/null || python3 -m pip install -q --break-system-packages aioquic
+fi
+# The Kafka broker the Kafka sink's tests start (internal/testservers).
+echo "setup.sh: Apache Kafka jars for the sink tests (scripts/kafka/fetch.sh)" >&2
+"$(dirname "$0")/kafka/fetch.sh"
+# Prometheus, without the exporters it recommends. The package starts a
+# server of its own where systemd runs: the tests start theirs on free
+# ports, so a server this script installed is stopped and disabled.
+if ! dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q "install ok installed"; then
+	echo "setup.sh: installing prometheus (the metrics sink's tests)" >&2
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+	if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/dev/null; then
+		systemctl disable --now prometheus >/dev/null 2>&1 || true
+	fi
 fi
 # The pinned golangci-lint that `make lint` runs, built once here (from the
 # module proxy into bin/tools) so that lint runs do not pay for it.

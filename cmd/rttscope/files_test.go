@@ -378,19 +378,7 @@ func TestKill9Parquet(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
 	// Part A: flows 0-99, all closed by FIN; part B: flows 1000-1099, later.
-	a := labFrames(0, 100, 5)
-	b := labFrames(1000, 100, 5)
-	opts := capture.PcapOptions{LinkType: capture.LinkTypeEthernet, Nanosecond: true}
-	var bufA, bufAB bytes.Buffer
-	if err := capture.EncodePcap(&bufA, opts, a); err != nil {
-		t.Fatal(err)
-	}
-	if err := capture.EncodePcap(&bufAB, opts, append(slices.Clone(a), b...)); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasPrefix(bufAB.Bytes(), bufA.Bytes()) {
-		t.Fatal("the capture of A and B does not start with the capture of A")
-	}
+	bufA, bufAB := twoPartCapture(t, 100)
 	// What part A gives, replayed alone to jsonl.
 	pa := filepath.Join(dir, "a.pcap")
 	if err := os.WriteFile(pa, bufA.Bytes(), 0o644); err != nil {
@@ -411,23 +399,7 @@ func TestKill9Parquet(t *testing.T) {
 	if err := os.Mkdir(pdir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(cliBin, append([]string{"replay", "-F", "parquet", "-w", filepath.Join(pdir, "rtt.parquet"), "--flush-interval", "100ms"}, append(args, "-")...)...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
+	cmd, stdin, stderr := startReplayPipe(t, append([]string{"-F", "parquet", "-w", filepath.Join(pdir, "rtt.parquet"), "--flush-interval", "100ms"}, args...)...)
 	if _, err := stdin.Write(bufA.Bytes()); err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +418,6 @@ func TestKill9Parquet(t *testing.T) {
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	killed = true
 	_ = cmd.Wait()
 	final := parquetRows(t, pdir)
 	// Everything of A survives; of B, whatever was flushed before the kill
@@ -466,6 +437,49 @@ func TestKill9Parquet(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	t.Logf("after kill -9: %d rows of part A and %d of part B in complete files; directory %v", len(wantA), len(final)-len(wantA), names)
+}
+
+// startReplayPipe starts the rttscope binary as `replay ARGS -`, reading
+// the capture from the returned pipe; its stderr goes to the buffer. The
+// process is killed at the end of the test if it still runs.
+func startReplayPipe(t *testing.T, args ...string) (*exec.Cmd, io.WriteCloser, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(cliBin, append(append([]string{"replay"}, args...), "-")...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // fails harmlessly once it has exited
+		_ = cmd.Wait()
+	})
+	return cmd, stdin, &stderr
+}
+
+// twoPartCapture encodes a pcap of lab flows 0..n-1 (part A) and one of
+// A followed by flows 1000..1000+n-1 (part B, later), for a capture fed
+// through a pipe in two steps: bufAB starts with bufA.
+func twoPartCapture(t *testing.T, n int) (bufA, bufAB *bytes.Buffer) {
+	t.Helper()
+	a := labFrames(0, n, 5)
+	b := labFrames(1000, n, 5)
+	opts := capture.PcapOptions{LinkType: capture.LinkTypeEthernet, Nanosecond: true}
+	bufA, bufAB = &bytes.Buffer{}, &bytes.Buffer{}
+	if err := capture.EncodePcap(bufA, opts, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := capture.EncodePcap(bufAB, opts, append(slices.Clone(a), b...)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(bufAB.Bytes(), bufA.Bytes()) {
+		t.Fatal("the capture of A and B does not start with the capture of A")
+	}
+	return bufA, bufAB
 }
 
 // parquetRows reads the completed Parquet files of dir in name order (the
@@ -520,6 +534,11 @@ func rowJSON(r *parquetout.Row) []byte {
 	set("rec_bytes", deref(r.RecBytes), r.RecBytes != nil)
 	set("match_on_egress", deref(r.MatchOnEgress), r.MatchOnEgress != nil)
 	set("smoothed_rtt", deref(r.SmoothedRTT), r.SmoothedRTT != nil)
+	set("source", deref(r.Source), r.Source != nil)
+	set("dns_qtype", deref(r.DNSQType), r.DNSQType != nil)
+	set("dns_rcode", deref(r.DNSRCode), r.DNSRCode != nil)
+	set("dns_truncated", deref(r.DNSTruncated), r.DNSTruncated != nil)
+	set("dns_name", deref(r.DNSName), r.DNSName != nil)
 	set("flow_event", deref(r.FlowEvent), r.FlowEvent != nil)
 	set("reason", deref(r.Reason), r.Reason != nil)
 	set("triggered_by", deref(r.TriggeredBy), r.TriggeredBy != nil)

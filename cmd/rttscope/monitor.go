@@ -26,8 +26,11 @@ func newMonitorCmd() *cobra.Command {
 		Long: `monitor attaches eBPF programs to the egress (tc/TCX) and ingress (tc/TCX or
 XDP) hooks of each interface and reports round-trip times of the flows that
 pass, without sending any packet: for TCP from the timestamp option (a TSval
-seen in one direction, echoed as TSecr in the other), for ICMP from echo
-request/reply pairs. It only observes: packets are never dropped or changed.
+seen in one direction, echoed as TSecr in the other) or, in segments without
+it, from sequence numbers and the ACK that covers them (--tcp-mode), and from
+the handshake (--tcp-handshake); for ICMP from echo request/reply pairs. Each
+sample names its source (json: source; docs/sources.md). It only observes:
+packets are never dropped or changed.
 
 Samples are taken in both directions at each interface. A sample "matched on
 egress" (json: match_on_egress) was completed by a packet leaving this host,
@@ -39,10 +42,16 @@ even on kill -9. On kernels before 6.6 the legacy clsact attach is used
 		Example: `  rttscope monitor -i eth0
   rttscope monitor -i eth0 -i eth1 -C -F json -w /var/log/rtt.json
   rttscope monitor -i eth0 -r 0 -F ppviz > rtt.ppviz
-  rttscope monitor --netns mylab-mb -i veth1 -I xdp`,
+  rttscope monitor --netns mylab-mb -i veth1 -I xdp
+  rttscope monitor -i eth0 --aggregate 10s -F parquet -w /var/log/rtt/rtt.parquet \
+      --kafka brokers=k1:9092,topic=rtt-site1 --metrics-addr :9464 --anonymize pfx`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.BPF, opts.Report = so.BPF, so.Report
+			if of.sinks.metricsAddr != "" && !cmd.Flags().Changed("stats-interval") {
+				// The self-telemetry metrics are those of the stats records.
+				opts.StatsInterval = metricsStatsInterval
+			}
 			if err := opts.Validate(); err != nil {
 				return usageError{err.Error()}
 			}
@@ -72,7 +81,7 @@ even on kill -9. On kernels before 6.6 the legacy clsact attach is used
 	fl.VarP(flagval.OneOf(&a.XDPMode, loader.XDPModes...), "xdp-mode", "x", "XDP attach mode with -I xdp: auto (native, else generic), native or generic")
 	fl.Var(flagval.OneOf(&a.TCMode, loader.TCModes...), "tc-mode", "tc attach: auto (TCX, else clsact), tcx (Linux 6.6+) or clsact")
 	fl.DurationVarP(&opts.CleanupInterval, "cleanup-interval", "c", time.Second, "how often idle flows and unanswered timestamps are expired (in the kernel)")
-	fl.DurationVar(&opts.StatsInterval, "stats-interval", 0, "write a stats record this often (0 = only at exit); to stderr for standard/ppviz, in the stream for json/jsonl")
+	fl.DurationVar(&opts.StatsInterval, "stats-interval", 0, "write a stats record this often (0 = only at exit; 10s with --metrics-addr); to stderr for standard/ppviz, in the stream for json/jsonl")
 	fl.BoolVar(&opts.BPFStats, "bpf-stats", false, "enable the kernel's BPF run time accounting for the run, so stats records give each program's run time per packet (costs every BPF program on the host about 20-80 ns per run; without it the figures appear only when sysctl kernel.bpf_stats_enabled=1)")
 	fl.DurationVar(&opts.Duration, "duration", 0, "stop after this long (0 = run until SIGINT/SIGTERM)")
 	return cmd

@@ -26,6 +26,7 @@ type outputFlags struct {
 	format  string
 	write   string
 	files   fileFlags
+	sinks   sinkFlags
 	privacy privacy.Options
 	// anonymizer is the privacy writer in front of the format writer,
 	// nil when the privacy options change nothing.
@@ -36,6 +37,7 @@ func (o *outputFlags) register(cmd *cobra.Command) {
 	cmd.Flags().VarP(formatFlag(&o.format), "format", "F", "output format: "+strings.Join(formatNames(), ", ")+" (see README: compatible with ePPing; parquet only with --write, docs/files.md)")
 	cmd.Flags().StringVarP(&o.write, "write", "w", "", "append output to FILE instead of stdout; SIGHUP reopens it (log rotation). With the file flags below, a .zst or .gz suffix, or -F parquet: a series of files STEM-TIME-SEQ.EXT, each complete once it has that name (docs/files.md)")
 	o.files.register(cmd.Flags())
+	o.sinks.register(cmd.Flags())
 	o.privacy.AddFlags(cmd.Flags())
 }
 
@@ -96,18 +98,23 @@ func (o *outputFlags) validateFiles() error {
 	return nil
 }
 
-// open returns the writer and a function that finishes the output.
-// validate checks the privacy flags, so that a command can refuse them
-// before it does any work.
+// validate checks the privacy, file and sink flags, so that a command
+// can refuse them before it does any work.
 func (o *outputFlags) validate() error {
 	if err := o.privacy.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
-	return o.validateFiles()
+	if err := o.validateFiles(); err != nil {
+		return err
+	}
+	return o.sinks.validate()
 }
 
-// Privacy errors (a bad mode, a key file others can read) are reported
-// before the output file is created.
+// open returns the writer and a function that finishes the output. The
+// privacy writer comes first; behind it the file (or stdout) writer, or,
+// with --kafka, --metrics-addr or --sink-policy, a sink.Fanout to every
+// sink. Privacy errors (a bad mode, a key file others can read) are
+// reported before any output is created.
 func (o *outputFlags) open() (format.Writer, func() error, error) {
 	if err := o.validate(); err != nil {
 		return nil, nil, err
@@ -122,9 +129,55 @@ func (o *outputFlags) open() (format.Writer, func() error, error) {
 	o.anonymizer = pw
 	var fo format.Options
 	o.privacy.FormatOptions(&fo)
-	if o.format == formatParquet || o.files.wanted() || output.CompressionFromName(o.write) != "" {
-		return o.openFiles(pw, fo)
+	var files format.Writer
+	stop := func() {}
+	// --kafka alone replaces stdout; --write keeps the files besides.
+	if o.write != "" || o.sinks.kafka == "" {
+		if o.format == formatParquet || o.files.wanted() || output.CompressionFromName(o.write) != "" {
+			files, stop, err = o.openFiles(fo)
+		} else {
+			files, stop, err = o.openFile(fo)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
 	}
+	next := files
+	if o.sinks.wanted() {
+		fan, err := o.sinks.open(files, fo)
+		if err != nil {
+			stop()
+			if files != nil {
+				_ = files.Close() // the sink's error is the one to report
+			}
+			return nil, nil, err
+		}
+		next = fan
+	}
+	w := pw.Wrap(next)
+	return w, func() error {
+		stop()
+		return w.Close()
+	}, nil
+}
+
+// closing is a format writer whose Close also closes its destination.
+type closing struct {
+	format.Writer
+	dst func() error
+}
+
+func (c closing) Close() error {
+	err := c.Writer.Close()
+	if derr := c.dst(); err == nil {
+		err = derr
+	}
+	return err
+}
+
+// openFile is the writer of --write FILE (appended to, reopened on SIGHUP)
+// or stdout, and the function that stops the reopening.
+func (o *outputFlags) openFile(fo format.Options) (format.Writer, func(), error) {
 	f, err := output.Open(o.write)
 	if err != nil {
 		return nil, nil, err
@@ -135,21 +188,13 @@ func (o *outputFlags) open() (format.Writer, func() error, error) {
 		return nil, nil, usageError{err.Error()}
 	}
 	f.SetRestarter(ff)
-	w := pw.Wrap(ff)
 	stop := output.NotifyReopen(f, func(err error) { fmt.Fprintln(os.Stderr, "rttscope: reopen output:", err) })
-	return w, func() error {
-		stop()
-		werr := w.Close()
-		if ferr := f.Close(); werr == nil {
-			werr = ferr
-		}
-		return werr
-	}, nil
+	return closing{ff, f.Close}, stop, nil
 }
 
-// openFiles is open for the rotating destination: -F parquet, a file
+// openFiles is openFile for the rotating destination: -F parquet, a file
 // flag or a compressed --write.
-func (o *outputFlags) openFiles(pw *privacy.Writer, fo format.Options) (format.Writer, func() error, error) {
+func (o *outputFlags) openFiles(fo format.Options) (format.Writer, func(), error) {
 	c := o.files.compress
 	r, err := output.OpenRotating(o.write, output.RotateOptions{
 		Size: o.files.rotateSize, Interval: o.files.rotateInterval, Keep: o.files.keep, Compress: c,
@@ -177,17 +222,11 @@ func (o *outputFlags) openFiles(pw *privacy.Writer, fo format.Options) (format.W
 		return nil, nil, usageError{err.Error()}
 	}
 	r.SetRestarter(ff)
-	w := pw.Wrap(ff)
 	report := func(err error) { fmt.Fprintln(os.Stderr, "rttscope: output:", err) }
 	stopRot := output.RunRotation(r, 100*time.Millisecond, o.files.flushInterval, flush, report)
 	stopHup := output.NotifyRotate(r, report)
-	return w, func() error {
+	return closing{ff, r.Close}, func() {
 		stopHup()
 		stopRot()
-		werr := w.Close()
-		if ferr := r.Close(); werr == nil {
-			werr = ferr
-		}
-		return werr
 	}, nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rttscope/rttscope/internal/flagval"
 	"github.com/rttscope/rttscope/internal/loader"
@@ -19,10 +19,12 @@ func init() { subcommands = append(subcommands, newPDMCmd) }
 
 func newPDMCmd() *cobra.Command {
 	opts := pdm.Options{Log: os.Stderr}
-	opts.MapSize, opts.Lifetime, opts.TCMode = pdm.DefaultMapSize, pdm.DefaultLifetime, loader.TCModes[0]
-	opts.Report, opts.Interval = pdm.ReportModes[0], 10*time.Second
-	format, write, read := pdm.Formats[0], "", ""
-	var localNets []netip.Prefix
+	opts.TCMode = loader.TCModes[0]
+	var (
+		of        outputFlags
+		read      string
+		localNets []netip.Prefix
+	)
 	cmd := &cobra.Command{
 		Use:   "pdm {-i IFNAME [-i IFNAME ...] | --read FILE} [flags]",
 		Short: "RFC 8250 Performance and Diagnostic Metrics for IPv6 (insert and decode, eBPF)",
@@ -34,59 +36,55 @@ host's round trip to the peer (round_trip) and the network RTT without the
 peer's delay (network_rtt). Both hosts of a conversation run it. --passive
 only decodes (both directions), never changes a packet. --read FILE decodes
 the PDM options in a pcap or pcapng capture as --passive does live (implies
---passive; times are capture times).
+--passive; times are capture times; also rttscope replay --pdm FILE).
+
+--pdm-report interval writes, instead of a record per option, a record per
+5-tuple and --interval with the count, min, mean, max, p50/p90/p95/p99 and
+histogram of dtlr, dtls and network_rtt (the monitor's log-linear bins).
+Records go to the monitor's outputs and formats (standard, json, jsonl,
+parquet; --write with rotation and compression) through the privacy
+options (--anonymize ...; docs/privacy.md).
 
 Packets that already carry extension headers, fragments, GSO packets and
 packets that would exceed the interface MTU leave unchanged and are counted
 (docs/pdm.md). Receivers must accept unknown destination options:
 sysctl net.ipv6.max_dst_opts_number >= 1 (Linux's default is 8).`,
 		Example: `  rttscope pdm -i eth0
-  rttscope pdm -i eth0 --passive -F json -w pdm.json
+  rttscope pdm -i eth0 --passive -F jsonl -w pdm.jsonl --rotate-interval 1h --compress zstd
+  rttscope pdm -i eth0 --pdm-report interval --interval 10s -F json --anonymize pfx
   rttscope pdm --read trace.pcapng --local-net 2001:db8:1::/48`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Flags().Changed("interval") && opts.Report != pdm.ReportInterval {
-				return usageError{"--interval needs --pdm-report interval"}
+			if err := checkPDMReportFlags(cmd, opts.Reporting); err != nil {
+				return err
 			}
 			if read != "" {
 				if len(opts.Interfaces) > 0 || opts.Netns != "" || opts.Duration > 0 {
 					return usageError{"--read decodes a capture: -i, --netns and --duration do not apply"}
 				}
-				if err := opts.Config.Validate(); err != nil {
-					return usageError{err.Error()}
-				}
-				if opts.Report != pdm.ReportPacket {
-					return usageError{"--read writes a record per PDM option: --pdm-report interval does not apply"}
-				}
-			} else if len(localNets) > 0 {
+				return runPDMRead(cmd, &of, pdm.ReadOptions{Path: read, MapSize: opts.MapSize, Lifetime: opts.Lifetime,
+					LocalNets: localNets, Reporting: opts.Reporting})
+			}
+			if len(localNets) > 0 {
 				return usageError{"--local-net only applies with --read"}
-			} else if err := opts.Validate(); err != nil {
+			}
+			if err := opts.Validate(); err != nil {
 				return usageError{err.Error()}
 			}
-			out := os.Stdout
-			if write != "" {
-				f, err := os.OpenFile(write, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-				if err != nil {
-					return fmt.Errorf("open output: %w", err)
-				}
-				defer f.Close()
-				out = f
+			if err := checkPDMFormat(&of); err != nil {
+				return err
 			}
-			w, err := pdm.NewWriter(out, format)
+			out, finish, err := of.open()
 			if err != nil {
-				return usageError{err.Error()}
+				return err
 			}
-			opts.Output = w
+			opts.Output = out
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if read != "" {
-				_, err = pdm.Read(ctx, pdm.ReadOptions{Path: read, MapSize: opts.MapSize, Lifetime: opts.Lifetime,
-					LocalNets: localNets, Output: w, Log: os.Stderr})
-			} else {
-				err = pdm.Run(ctx, opts)
-			}
-			if cerr := w.Close(); err == nil {
-				err = cerr
+			of.setTimeOrigin(time.Now().UnixNano()) // --relative-time counts from the start
+			err = pdm.Run(ctx, opts)
+			if ferr := finish(); err == nil {
+				err = ferr
 			}
 			return err
 		},
@@ -95,18 +93,70 @@ sysctl net.ipv6.max_dst_opts_number >= 1 (Linux's default is 8).`,
 	fl.StringArrayVarP(&opts.Interfaces, "interface", "i", nil, "interface to hook (repeatable)")
 	fl.StringVar(&opts.Netns, "netns", "", "network namespace (a name from ip netns list) the interfaces are in")
 	fl.Var(flagval.OneOf(&opts.TCMode, loader.TCModes...), "tc-mode", "tc attach: auto (TCX, else clsact), tcx (Linux 6.6+) or clsact")
-	fl.Uint32Var(&opts.MapSize, "pdm-map-size", opts.MapSize, "5-tuples with PDM state; when full, new ones are refused (counted), never evicted")
-	fl.DurationVar(&opts.Lifetime, "pdm-lifetime", opts.Lifetime, "state of a 5-tuple idle this long starts over (new random PSN) and is freed")
-	fl.Var(flagval.OneOf(&opts.Report, pdm.ReportModes...), "pdm-report", "packet (a record per PDM option received) or interval (count, sum, min, max of dtlr, dtls and network_rtt per 5-tuple, folded in the kernel, a record per --interval)")
-	fl.DurationVar(&opts.Interval, "interval", opts.Interval, "with --pdm-report interval: how often to write the records")
+	addPDMFlags(fl, &opts.Config, &opts.Reporting)
 	fl.BoolVar(&opts.Passive, "passive", false, "decode PDM options seen in both directions, insert nothing")
-	fl.VarP(flagval.OneOf(&format, pdm.Formats...), "format", "F", "output format: jsonl (one object per line) or json (one array)")
-	fl.StringVarP(&write, "write", "w", "", "append output to FILE instead of stdout")
+	of.register(cmd)
 	fl.StringVarP(&read, "read", "r", "", "decode the PDM options in a pcap/pcapng capture (\"-\": stdin) instead of hooking interfaces; implies --passive")
 	fl.Var(flagval.NewPrefixes(&localNets), "local-net", "with --read: packets from this prefix are egress, others ingress (repeatable; default: the capture's direction, else the first sender between two addresses is local)")
 	fl.DurationVar(&opts.Duration, "duration", 0, "stop after this long (0 = run until SIGINT/SIGTERM)")
 	cmd.AddCommand(newPDMBenchCmd())
 	return cmd
+}
+
+// addPDMFlags defines the flags of the PDM state and report, shared by
+// rttscope pdm and rttscope replay --pdm.
+func addPDMFlags(fl *pflag.FlagSet, c *pdm.Config, r *pdm.Reporting) {
+	c.MapSize, c.Lifetime = pdm.DefaultMapSize, pdm.DefaultLifetime
+	r.Report, r.Interval = pdm.ReportModes[0], 10*time.Second
+	fl.Uint32Var(&c.MapSize, "pdm-map-size", c.MapSize, "5-tuples with PDM state; when full, new ones are refused (counted), never evicted")
+	fl.DurationVar(&c.Lifetime, "pdm-lifetime", c.Lifetime, "state of a 5-tuple idle this long starts over (new random PSN) and is freed")
+	fl.Var(flagval.OneOf(&r.Report, pdm.ReportModes...), "pdm-report", "packet (a record per PDM option) or interval (per 5-tuple and --interval: count, min, mean, max, quantiles and histogram of dtlr, dtls and network_rtt)")
+	fl.DurationVar(&r.Interval, "interval", r.Interval, "with --pdm-report interval: the length of the intervals (capture time with --read)")
+}
+
+// checkPDMReportFlags refuses --interval without --pdm-report interval.
+func checkPDMReportFlags(cmd *cobra.Command, r pdm.Reporting) error {
+	if cmd.Flags().Changed("interval") && r.Report != pdm.ReportInterval {
+		return usageError{"--interval needs --pdm-report interval"}
+	}
+	if err := r.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	return nil
+}
+
+// checkPDMFormat refuses the one format without PDM records.
+func checkPDMFormat(of *outputFlags) error {
+	if of.format == "ppviz" {
+		return usageError{"-F ppviz has no PDM records: use standard, json, jsonl or parquet"}
+	}
+	return nil
+}
+
+// runPDMRead decodes the PDM options of a capture (rttscope pdm --read,
+// rttscope replay --pdm) into the output of of.
+func runPDMRead(cmd *cobra.Command, of *outputFlags, ro pdm.ReadOptions) error {
+	if err := ro.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	if err := checkPDMFormat(of); err != nil {
+		return err
+	}
+	out, finish, err := of.open()
+	if err != nil {
+		return err
+	}
+	ro.Output, ro.Log = out, os.Stderr
+	ro.FirstPacket = of.setTimeOrigin // --relative-time counts from the first packet
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	_, err = pdm.Read(ctx, ro)
+	// Finish the output (closing "]" for json) before the error is
+	// reported.
+	if ferr := finish(); err == nil {
+		err = ferr
+	}
+	return err
 }
 
 func newPDMBenchCmd() *cobra.Command {

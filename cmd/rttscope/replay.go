@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rttscope/rttscope/internal/flagval"
+	"github.com/rttscope/rttscope/internal/pdm"
 	"github.com/rttscope/rttscope/internal/replay"
 	"github.com/rttscope/rttscope/internal/sampling"
 )
@@ -43,6 +46,12 @@ applies wins:
      packet is a SYN-ACK or an echo reply) is the inside, and its packets
      are egress.
 
+--pdm decodes the RFC 8250 PDM options of the capture instead, as
+rttscope pdm --read FILE does (docs/pdm.md): the PDM programs, a record per
+option or (--pdm-report interval) per 5-tuple and interval of capture time,
+in the same formats and outputs. It takes --local-net, the output and
+privacy flags and the --pdm-* flags; the RTT flags do not apply.
+
 Captures on "any" (tcpdump -i any) of a forwarding host hold each forwarded
 packet twice, once per interface: capture one interface instead (keeping the
 direction: tcpdump -i any -y LINUX_SLL2 ifindex N), or keep one interface
@@ -61,7 +70,12 @@ one), after the events computed so far have been written (exit code 1).`
 func newReplayCmd() *cobra.Command {
 	so := sampling.Default()
 	opts := replay.Options{}
-	var of outputFlags
+	var (
+		of     outputFlags
+		decPDM bool
+		pdmCfg pdm.Config
+		pdmRep pdm.Reporting
+	)
 	cmd := &cobra.Command{
 		Use:   "replay [flags] FILE",
 		Short: "Report per-flow RTTs of a pcap/pcapng capture, timed by the capture (BPF)",
@@ -77,6 +91,16 @@ func newReplayCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkReplayPDMFlags(cmd, decPDM); err != nil {
+				return err
+			}
+			if decPDM {
+				if err := checkPDMReportFlags(cmd, pdmRep); err != nil {
+					return err
+				}
+				return runPDMRead(cmd, &of, pdm.ReadOptions{Path: args[0], MapSize: pdmCfg.MapSize, Lifetime: pdmCfg.Lifetime,
+					LocalNets: opts.Direction.LocalNets, Reporting: pdmRep})
+			}
 			if err := so.Validate(); err != nil {
 				return usageError{err.Error()}
 			}
@@ -127,6 +151,33 @@ func newReplayCmd() *cobra.Command {
 	fl.IntSliceVar(&opts.Interfaces, "interface-id", nil, "only replay packets of this pcapng interface ID (0-based, repeatable or comma-separated)")
 	fl.DurationVarP(&opts.CleanupInterval, "cleanup-interval", "c", replay.DefaultCleanupInterval, "expire idle flows and timestamps at every multiple of this much capture time")
 	fl.IntVar(&opts.Workers, "workers", replay.DefaultWorkers(), "threads that run packets through the programs at once, each flow on one of them (1: strictly sequential)")
+	fl.BoolVar(&decPDM, "pdm", false, "decode the RFC 8250 PDM options of the capture (rttscope pdm --read) instead of measuring RTTs")
+	addPDMFlags(fl, &pdmCfg, &pdmRep)
 	fl.BoolVar(&opts.Stats, "stats", false, "write a record of the kernel counters after the last packet (in the stream for json/jsonl, to stderr for standard/ppviz)")
 	return cmd
+}
+
+// checkReplayPDMFlags refuses, with --pdm, the flags of RTT measurement,
+// and without it the --pdm-* flags: only --local-net, the output and
+// privacy flags apply to both.
+func checkReplayPDMFlags(cmd *cobra.Command, decPDM bool) error {
+	shared := map[string]bool{"local-net": true}
+	var scratch outputFlags
+	tmp := &cobra.Command{}
+	scratch.register(tmp)
+	tmp.Flags().VisitAll(func(f *pflag.Flag) { shared[f.Name] = true })
+	pdmOnly := map[string]bool{"pdm": true, "pdm-map-size": true, "pdm-lifetime": true, "pdm-report": true, "interval": true}
+	var bad []string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if !shared[f.Name] && pdmOnly[f.Name] != decPDM {
+			bad = append(bad, "--"+f.Name)
+		}
+	})
+	switch {
+	case len(bad) > 0 && decPDM:
+		return usageError{fmt.Sprintf("%s: not with --pdm (it takes --local-net, the output, privacy and --pdm-* flags)", strings.Join(bad, ", "))}
+	case len(bad) > 0:
+		return usageError{fmt.Sprintf("%s: only with --pdm", strings.Join(bad, ", "))}
+	}
+	return nil
 }

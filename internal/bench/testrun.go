@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -30,6 +32,25 @@ const (
 	// call: its empty program, compared with the empty program of
 	// tcp-data-ts, is what the accounting adds to every run.
 	CaseStatsOn = "tcp-data-ts+bpf_stats"
+
+	// The sequence source (no timestamp option, --tcp-mode auto).
+	CaseSeqPureACK = "tcp-pure-ack-seq"    // pure ACK, nothing timed the other way
+	CaseSeqRexmit  = "tcp-data-seq-rexmit" // MSS data segment seen before: a retransmission
+	CaseSeqNew     = "tcp-data-seq-new"    // data segment with a new range: timed
+	CaseSeqMatch   = "tcp-ack-seq-match"   // ACK covering the timed range: RTT event
+	// DNS (--dns): a query to port 53 and its response, as pairs.
+	CaseDNSQuery    = "dns-query"    // UDP query with a new id: timed
+	CaseDNSResponse = "dns-response" // its response: RTT event
+	// CaseUDPOther is a UDP datagram to another port with --dns on:
+	// what the DNS source adds to UDP traffic that is not DNS.
+	CaseUDPOther = "udp-other+dns"
+	// CaseQUICShort is a 1-RTT QUIC packet (short header) with --quic,
+	// repeated: the same spin value, no edge (the steady state).
+	CaseQUICShort = "quic-short+quic"
+	// CaseHandshakeOn is tcp-data-ts on programs loaded with
+	// --tcp-handshake: what the handshake source adds to the timestamp
+	// path (the ACK check of every segment).
+	CaseHandshakeOn = "tcp-data-ts+handshake"
 )
 
 // packetCase is a frame run with a large repeat count. Repeating one frame
@@ -54,6 +75,9 @@ const (
 	portRepeat   = 40001 // flow of the repeat cases
 	portPairs    = 40002 // flow of the data/ACK pairs
 	portIPv6     = 40003
+	portSeq      = 40004 // flow of the sequence cases
+	portSeqPairs = 40005 // flow of the sequence data/ACK pairs
+	portDNS      = 40006 // client port of the DNS pairs
 	dataTSval    = 1000
 	mssPayload4  = 1448 // 1500 - 20 (IPv4) - 32 (TCP with TS)
 	mssPayload6  = 1412 // 1500 - 40 (IPv6) - 16 (two ext headers) - 32
@@ -107,6 +131,16 @@ func repeatCases() ([]packetCase, error) {
 	if err := add(CaseIPv6ExtData, v6, err); err != nil {
 		return nil, err
 	}
+	seqACK, err := tcpFrame(benchServer4, benchClient4, serverPort, portSeq, nil,
+		pktcraft.TCP{ACK: true, Seq: 1, Ack: 1 + mssPayload4, Window: 502, NoTimestamp: true})
+	if err := add(CaseSeqPureACK, seqACK, err); err != nil {
+		return nil, err
+	}
+	seqData, err := tcpFrame(benchClient4, benchServer4, portSeq, serverPort, nil,
+		pktcraft.TCP{ACK: true, PSH: true, Seq: 1, Ack: 1, Window: 502, NoTimestamp: true, Payload: payload(mssPayload4 + 12)})
+	if err := add(CaseSeqRexmit, seqData, err); err != nil {
+		return nil, err
+	}
 	arp := make([]byte, 28)
 	copy(arp, []byte{0, 1, 8, 0, 6, 4, 0, 1}) // Ethernet/IPv4 request
 	nonIP, err := pktcraft.Packet{EtherType: pktcraft.EtherTypeARP, L3Payload: arp}.Bytes()
@@ -114,6 +148,53 @@ func repeatCases() ([]packetCase, error) {
 		return nil, err
 	}
 	return cases, nil
+}
+
+// pairCases are the data/ACK pairs: TCP timestamps, and sequence numbers.
+// config names the programs of sourceConfigs they run on ("": the main
+// ones).
+var pairCases = []struct {
+	data, ack string
+	frames    func(id uint32) (data, ack []byte, err error)
+	config    string
+}{
+	{CaseTCPNewTS, CaseTCPACKMatch, pairFrames, ""},
+	{CaseSeqNew, CaseSeqMatch, seqPairFrames, ""},
+	{CaseDNSQuery, CaseDNSResponse, dnsPairFrames, "dns"},
+}
+
+// dnsPairFrames returns a DNS query (A example.com) with id and its
+// response, client port 40006 to port 53.
+func dnsPairFrames(id uint32) (query, response []byte, err error) {
+	msg := func(flags uint16, answer int) []byte {
+		b := []byte{byte(id >> 8), byte(id), byte(flags >> 8), byte(flags), 0, 1, 0, 0, 0, 0, 0, 0,
+			7, 'e', 'x', 'a', 'm', 'p', 'l', 'e', 3, 'c', 'o', 'm', 0, 0, 1, 0, 1}
+		return append(b, payload(answer)...)
+	}
+	query, err = pktcraft.Packet{Src: benchClient4, Dst: benchServer4,
+		UDP: &pktcraft.UDP{SrcPort: portDNS, DstPort: 53, Payload: msg(0x0100, 0)}}.Bytes()
+	if err != nil {
+		return nil, nil, err
+	}
+	response, err = pktcraft.Packet{Src: benchServer4, Dst: benchClient4,
+		UDP: &pktcraft.UDP{SrcPort: 53, DstPort: portDNS, Payload: msg(0x8180, 16)}}.Bytes()
+	return query, response, err
+}
+
+// seqPairFrames returns a data segment without timestamps ending at a new
+// sequence number and the pure ACK that covers it, on the sequence pairs
+// flow.
+func seqPairFrames(id uint32) (data, ack []byte, err error) {
+	const n = mssPayload4 + 12
+	seq := id * n
+	data, err = tcpFrame(benchClient4, benchServer4, portSeqPairs, serverPort, nil,
+		pktcraft.TCP{ACK: true, PSH: true, Seq: seq, Ack: 1, Window: 502, NoTimestamp: true, Payload: payload(n)})
+	if err != nil {
+		return nil, nil, err
+	}
+	ack, err = tcpFrame(benchServer4, benchClient4, serverPort, portSeqPairs, nil,
+		pktcraft.TCP{ACK: true, Seq: 1, Ack: seq + n, Window: 502, NoTimestamp: true})
+	return data, ack, err
 }
 
 // pairFrames returns a data segment carrying tsval and the pure ACK that
@@ -132,7 +213,8 @@ func pairFrames(tsval uint32) (data, ack []byte, err error) {
 // TestRunConfig is the BPF configuration of the TEST_RUN phase: the
 // monitor's defaults with ICMP tracking on (so the echo case takes the
 // ICMP path) and no rate limit (so every data/ACK pair is timestamped
-// and matched, microseconds apart).
+// and matched, microseconds apart). The cases of other sources run on
+// programs loaded with that source on as well (sourceConfigs).
 func TestRunConfig() loader.Config {
 	c := loader.DefaultConfig()
 	c.TrackICMP = true
@@ -140,10 +222,41 @@ func TestRunConfig() loader.Config {
 	return c
 }
 
+// sourceConfigs are the programs, besides TestRunConfig's, that the cases
+// of sources off by default run on.
+var sourceConfigs = map[string]func(*loader.Config){
+	"handshake": func(c *loader.Config) { c.TrackTCPHandshake = true },
+	"dns":       func(c *loader.Config) { c.TrackDNS = true },
+	"quic":      func(c *loader.Config) { c.TrackQUIC = true },
+}
+
+// extraCases run on the egress program of one of sourceConfigs, with the
+// empty program of tcp-data-ts as their baseline.
+var extraCases = []struct {
+	name, config string
+	frame        func() ([]byte, error)
+}{
+	{CaseHandshakeOn, "handshake", func() ([]byte, error) {
+		return tcpFrame(benchClient4, benchServer4, portRepeat, serverPort, nil,
+			pktcraft.TCP{ACK: true, PSH: true, Seq: 1, Ack: 1, Window: 502, TSval: dataTSval, TSecr: 500, Payload: payload(mssPayload4)})
+	}},
+	{CaseQUICShort, "quic", func() ([]byte, error) {
+		pl := append([]byte{0x40 | 0x20 | 0x03, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 1}, payload(1200)...)
+		return pktcraft.Packet{Src: benchClient4, Dst: benchServer4, DF: true,
+			UDP: &pktcraft.UDP{SrcPort: portDNS, DstPort: 443, Payload: pl}}.Bytes()
+	}},
+	{CaseUDPOther, "dns", func() ([]byte, error) {
+		return pktcraft.Packet{Src: benchClient4, Dst: benchServer4, DF: true,
+			UDP: &pktcraft.UDP{SrcPort: portDNS, DstPort: 443, Payload: payload(1200)}}.Bytes()
+	}},
+}
+
 type testRunner struct {
-	objs  *loader.Objects
+	objs *loader.Objects
+	// by sourceConfigs' names
+	src   map[string]*loader.Objects
 	empty probe.EmptyObjects
-	rb    *ringbuf.Reader
+	rbs   []*ringbuf.Reader // of objs and of every src
 	rec   ringbuf.Record
 }
 
@@ -152,33 +265,58 @@ func newTestRunner() (*testRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &testRunner{objs: objs}
+	t := &testRunner{objs: objs, src: map[string]*loader.Objects{}}
+	for name, mod := range sourceConfigs {
+		c := TestRunConfig()
+		mod(&c)
+		o, err := loader.Load(c)
+		if err != nil {
+			t.closeSources()
+			objs.Close()
+			return nil, fmt.Errorf("load the programs with %s: %w", name, err)
+		}
+		t.src[name] = o
+	}
 	if err := probe.LoadEmptyObjects(&t.empty, nil); err != nil {
+		t.closeSources()
 		objs.Close()
 		return nil, fmt.Errorf("load empty program: %w", err)
 	}
-	if t.rb, err = ringbuf.NewReader(objs.Events); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("open ring buffer: %w", err)
+	for _, o := range append([]*loader.Objects{objs}, slices.Collect(maps.Values(t.src))...) {
+		rb, err := ringbuf.NewReader(o.Events)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("open ring buffer: %w", err)
+		}
+		t.rbs = append(t.rbs, rb)
 	}
 	return t, nil
 }
 
 func (t *testRunner) Close() {
-	if t.rb != nil {
-		t.rb.Close()
+	for _, rb := range t.rbs {
+		rb.Close()
 	}
 	t.empty.Close()
+	t.closeSources()
 	t.objs.Close()
+}
+
+func (t *testRunner) closeSources() {
+	for _, o := range t.src {
+		o.Close()
+	}
 }
 
 // drain discards the events the programs produced.
 func (t *testRunner) drain() (n uint64, err error) {
-	for t.rb.AvailableBytes() > 0 {
-		if err := t.rb.ReadInto(&t.rec); err != nil {
-			return n, err
+	for _, rb := range t.rbs {
+		for rb.AvailableBytes() > 0 {
+			if err := rb.ReadInto(&t.rec); err != nil {
+				return n, err
+			}
+			n++
 		}
-		n++
 	}
 	return n, nil
 }
@@ -229,8 +367,19 @@ func runTestRun(ctx context.Context, o *Options, res *Result) error {
 			}
 		}
 	}
-	if _, _, err := t.pairs(0, min(o.Pairs, 100)); err != nil {
-		return err
+	extraFrames := make([][]byte, len(extraCases))
+	for i, c := range extraCases {
+		if extraFrames[i], err = c.frame(); err != nil {
+			return fmt.Errorf("craft %s: %w", c.name, err)
+		}
+		if _, err := benchOnce(t.src[c.config].RttscopeTcEgress, extraFrames[i], warm); err != nil {
+			return fmt.Errorf("TEST_RUN %s: %w", c.name, err)
+		}
+	}
+	for i := range pairCases {
+		if _, _, err := t.pairs(i, 0, min(o.Pairs, 100)); err != nil {
+			return err
+		}
 	}
 	if _, err := t.drain(); err != nil {
 		return err
@@ -258,26 +407,38 @@ func runTestRun(ctx context.Context, o *Options, res *Result) error {
 		if err := statsOverhead(cases[0].frame, progs[:2], rep, o.Repeat, mode, res); err != nil {
 			return err
 		}
+		for i, c := range extraCases {
+			v, err := benchOnce(t.src[c.config].RttscopeTcEgress, extraFrames[i], o.Repeat)
+			if err != nil {
+				return fmt.Errorf("TEST_RUN %s: %w", c.name, err)
+			}
+			s := res.series(GroupTestRun, c.name, ProgRttscope, "egress", MetricNsPerRun, "ns", mode)
+			s.Baseline = seriesID(GroupTestRun, CaseTCPData, ProgEmpty, "", MetricNsPerRun)
+			s.Add(v)
+		}
 		if o.Pairs > 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			med, matched, err := t.pairs(pairTSvalLow+uint32(rep+1)*uint32(o.Pairs), o.Pairs)
-			if err != nil {
-				return err
-			}
-			pairsRun += uint64(o.Pairs)
-			pairsMatched += matched
-			pmode := fmt.Sprintf("single run (repeat=1), median of %d", o.Pairs)
-			for i, k := range []struct{ cas, prog, hook string }{
-				{CaseTCPNewTS, ProgEmpty, ""}, {CaseTCPNewTS, ProgRttscope, "egress"},
-				{CaseTCPACKMatch, ProgEmpty, ""}, {CaseTCPACKMatch, ProgRttscope, "ingress"},
-			} {
-				s := res.series(GroupTestRun, k.cas, k.prog, k.hook, MetricNsPerRun, "ns", pmode)
-				if k.prog != ProgEmpty {
-					s.Baseline = (&Series{Group: GroupTestRun, Case: k.cas, Program: ProgEmpty, Metric: MetricNsPerRun}).ID()
+			for pc := range pairCases {
+				med, matched, err := t.pairs(pc, pairTSvalLow+uint32(rep+1)*uint32(o.Pairs), o.Pairs)
+				if err != nil {
+					return err
 				}
-				s.Add(med[i])
+				pairsRun += uint64(o.Pairs)
+				pairsMatched += matched
+				pmode := fmt.Sprintf("single run (repeat=1), median of %d", o.Pairs)
+				c := pairCases[pc]
+				for i, k := range []struct{ cas, prog, hook string }{
+					{c.data, ProgEmpty, ""}, {c.data, ProgRttscope, "egress"},
+					{c.ack, ProgEmpty, ""}, {c.ack, ProgRttscope, "ingress"},
+				} {
+					s := res.series(GroupTestRun, k.cas, k.prog, k.hook, MetricNsPerRun, "ns", pmode)
+					if k.prog != ProgEmpty {
+						s.Baseline = (&Series{Group: GroupTestRun, Case: k.cas, Program: ProgEmpty, Metric: MetricNsPerRun}).ID()
+					}
+					s.Add(med[i])
+				}
 			}
 		}
 		o.progress("test_run: rep %d/%d done in %v", rep+1, o.Reps, time.Since(start).Round(time.Millisecond))
@@ -321,18 +482,22 @@ func statsOverhead(frame []byte, progs []runProg, rep, repeat int, mode string, 
 	return nil
 }
 
-// pairs runs n data/ACK pairs, each frame once (repeat=1): the data
-// segment carries a new TSval (stored in the timestamp map), the ACK
-// echoes it (matched: RTT event). The empty program runs on the same two
-// frames next to them. It returns the median single-run ns of empty(data),
-// egress(data), empty(ack), ingress(ack) and how many RTT events the ACKs
-// produced.
-func (t *testRunner) pairs(tsBase uint32, n int) (med [4]float64, matched uint64, err error) {
+// pairs runs n data/ACK pairs of pairCases[pc], each frame once
+// (repeat=1): the data segment carries a new identifier (stored in the
+// timestamp map), the ACK answers it (matched: RTT event). The empty
+// program runs on the same two frames next to them. It returns the median
+// single-run ns of empty(data), egress(data), empty(ack), ingress(ack) and
+// how many RTT events the ACKs produced.
+func (t *testRunner) pairs(pc int, idBase uint32, n int) (med [4]float64, matched uint64, err error) {
 	if n <= 0 {
 		return med, 0, nil
 	}
+	objs := t.objs
+	if c := pairCases[pc].config; c != "" {
+		objs = t.src[c]
+	}
 	var before, after events.Stats
-	if err := t.objs.Stats(&before); err != nil {
+	if err := objs.Stats(&before); err != nil {
 		return med, 0, err
 	}
 	vals := make([][]float64, 4)
@@ -340,7 +505,7 @@ func (t *testRunner) pairs(tsBase uint32, n int) (med [4]float64, matched uint64
 		vals[i] = make([]float64, 0, n)
 	}
 	for i := 0; i < n; i++ {
-		data, ack, err := pairFrames(tsBase + uint32(i))
+		data, ack, err := pairCases[pc].frames(idBase + uint32(i))
 		if err != nil {
 			return med, 0, fmt.Errorf("craft pair: %w", err)
 		}
@@ -348,8 +513,8 @@ func (t *testRunner) pairs(tsBase uint32, n int) (med [4]float64, matched uint64
 			p     *ebpf.Program
 			frame []byte
 		}{
-			{t.empty.EmptyTc, data}, {t.objs.RttscopeTcEgress, data},
-			{t.empty.EmptyTc, ack}, {t.objs.RttscopeTcIngress, ack},
+			{t.empty.EmptyTc, data}, {objs.RttscopeTcEgress, data},
+			{t.empty.EmptyTc, ack}, {objs.RttscopeTcIngress, ack},
 		} {
 			v, err := benchOnce(run.p, run.frame, 1)
 			if err != nil {
@@ -363,7 +528,7 @@ func (t *testRunner) pairs(tsBase uint32, n int) (med [4]float64, matched uint64
 			}
 		}
 	}
-	if err := t.objs.Stats(&after); err != nil {
+	if err := objs.Stats(&after); err != nil {
 		return med, 0, err
 	}
 	if _, err := t.drain(); err != nil {

@@ -67,8 +67,13 @@ type Aggregate struct {
 	RX, TX Traffic
 	// Count is the number of RTT samples; the other RTT fields are zero
 	// when it is.
-	Count              uint64
-	Min, Mean, Max     time.Duration // exact
+	Count          uint64
+	Min, Mean, Max time.Duration // exact
+	// Sum is the exact sum of the samples (Mean is rounded down); the
+	// metrics sink's histograms carry it, the formats print Mean.
+	Sum                time.Duration
 	P50, P90, P95, P99 time.Duration // from the histogram
 	Histogram          []HistBin     // non-empty bins, ascending
+	// BySource counts the samples of each source (indexed by Source).
+	BySource [NumSources]uint64
 }

@@ -51,6 +51,18 @@ var StatsCounters = [...]StatsCounter{
 	{"summary_map_full", probe.RttscopeCounterCOUNTER_SUMMARY_MAP_FULL, func(s *Stats) *uint64 { return &s.SummaryMapFull }},
 	{"summary_ringbuf_full", probe.RttscopeCounterCOUNTER_SUMMARY_RINGBUF_FULL, func(s *Stats) *uint64 { return &s.SummaryRingbufFull }},
 	{"summaries_sent", probe.RttscopeCounterCOUNTER_SUMMARIES_SENT, func(s *Stats) *uint64 { return &s.SummariesSent }},
+	{"samples_tcp_ts", probe.RttscopeCounterCOUNTER_SAMPLES_TCP_TS, func(s *Stats) *uint64 { return &s.Samples[SourceTCPTS] }},
+	{"samples_icmp", probe.RttscopeCounterCOUNTER_SAMPLES_ICMP, func(s *Stats) *uint64 { return &s.Samples[SourceICMP] }},
+	{"samples_tcp_seq", probe.RttscopeCounterCOUNTER_SAMPLES_TCP_SEQ, func(s *Stats) *uint64 { return &s.Samples[SourceTCPSeq] }},
+	{"samples_tcp_syn", probe.RttscopeCounterCOUNTER_SAMPLES_TCP_SYN, func(s *Stats) *uint64 { return &s.Samples[SourceTCPSYN] }},
+	{"samples_dns", probe.RttscopeCounterCOUNTER_SAMPLES_DNS, func(s *Stats) *uint64 { return &s.Samples[SourceDNS] }},
+	{"samples_quic_spin", probe.RttscopeCounterCOUNTER_SAMPLES_QUIC_SPIN, func(s *Stats) *uint64 { return &s.Samples[SourceQUICSpin] }},
+	{"tcp_seq_retransmissions", probe.RttscopeCounterCOUNTER_TCP_SEQ_RETRANSMISSIONS, func(s *Stats) *uint64 { return &s.TCPSeqRetransmissions }},
+	{"tcp_seq_ambiguous", probe.RttscopeCounterCOUNTER_TCP_SEQ_AMBIGUOUS, func(s *Stats) *uint64 { return &s.TCPSeqAmbiguous }},
+	{"dns_duplicate_queries", probe.RttscopeCounterCOUNTER_DNS_DUPLICATE_QUERIES, func(s *Stats) *uint64 { return &s.DNSDuplicateQueries }},
+	{"dns_unmatched_responses", probe.RttscopeCounterCOUNTER_DNS_UNMATCHED_RESPONSES, func(s *Stats) *uint64 { return &s.DNSUnmatchedResponses }},
+	{"quic_spin_rejected", probe.RttscopeCounterCOUNTER_QUIC_SPIN_REJECTED, func(s *Stats) *uint64 { return &s.QUICSpinRejected }},
+	{"quic_spin_random", probe.RttscopeCounterCOUNTER_QUIC_SPIN_RANDOM, func(s *Stats) *uint64 { return &s.QUICSpinRandom }},
 }
 
 // SetCounters fills the counters of s from the kernel's: each kernel

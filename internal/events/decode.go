@@ -16,6 +16,9 @@ type Kind uint32
 const (
 	KindRTT  = Kind(probe.RttscopeEventTypeEVENT_TYPE_RTT)
 	KindFlow = Kind(probe.RttscopeEventTypeEVENT_TYPE_FLOW)
+	// KindRTTNamed is an RTT record followed by a DNS question's name
+	// (--dns-names); Decode reports it as KindRTT.
+	KindRTTNamed = Kind(probe.RttscopeEventTypeEVENT_TYPE_RTT_NAMED)
 )
 
 // Layouts of the records of bpf/events.h, read by offset: no reflection,
@@ -31,9 +34,10 @@ const (
 	offTimestamp = 8
 	tupleOffset  = 16
 
-	// struct rtt_event: u32 match_on_egress, then u64 fields.
-	rttRecordSize       = 120
+	// struct rtt_event: u8 match_on_egress, u8 source, then u64 fields.
+	rttRecordSize       = 128
 	rttOffMatchOnEgress = 60
+	rttOffSource        = 61
 	rttOffRTT           = 64
 	rttOffMinRTT        = 72
 	rttOffSRTT          = 80
@@ -41,6 +45,15 @@ const (
 	rttOffSentBytes     = 96
 	rttOffRecPkts       = 104
 	rttOffRecBytes      = 112
+	rttOffDNSQType      = 120 // u16, then u8 rcode, u8 truncated
+	rttOffDNSRCode      = 122
+	rttOffDNSTruncated  = 123
+
+	// struct rtt_named_event: an rtt_event, u16 name length, the name.
+	namedRecordSize  = 392
+	namedOffNameLen  = 128
+	namedOffName     = 136
+	namedNameMaxSize = 256
 
 	// struct flow_event: u8 fields.
 	flowRecordSize        = 64
@@ -83,14 +96,22 @@ func (d *Decoder) Decode(raw []byte, rtt *RTT, flow *FlowEvent) (Kind, error) {
 	}
 	kind := Kind(le.Uint32(raw[offKind:]))
 	switch kind {
-	case KindRTT:
-		if len(raw) < rttRecordSize {
+	case KindRTT, KindRTTNamed:
+		if len(raw) < rttRecordSize || (kind == KindRTTNamed && len(raw) < namedRecordSize) {
 			return kind, ErrShortRecord
 		}
 		rtt.Ifindex = le.Uint32(raw[offIfindex:])
 		rtt.Time = int64(le.Uint64(raw[offTimestamp:])) + d.ClockOffset
 		decodeTuple(raw[tupleOffset:], &rtt.Flow)
-		rtt.MatchOnEgress = le.Uint32(raw[rttOffMatchOnEgress:]) != 0
+		rtt.MatchOnEgress = raw[rttOffMatchOnEgress] != 0
+		rtt.Source = Source(raw[rttOffSource])
+		rtt.DNS = DNSInfo{QType: le.Uint16(raw[rttOffDNSQType:]), RCode: raw[rttOffDNSRCode],
+			Truncated: raw[rttOffDNSTruncated] != 0}
+		if kind == KindRTTNamed {
+			n := min(int(le.Uint16(raw[namedOffNameLen:])), namedNameMaxSize)
+			rtt.DNS.Name = DNSName(raw[namedOffName : namedOffName+n])
+			kind = KindRTT
+		}
 		rtt.RTT = time.Duration(le.Uint64(raw[rttOffRTT:]))
 		rtt.MinRTT = time.Duration(le.Uint64(raw[rttOffMinRTT:]))
 		rtt.SmoothedRTT = time.Duration(le.Uint64(raw[rttOffSRTT:]))

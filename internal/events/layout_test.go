@@ -16,6 +16,7 @@ func TestLayout(t *testing.T) {
 	var (
 		r probe.RttscopeRttEvent
 		f probe.RttscopeFlowEvent
+		m probe.RttscopeRttNamedEvent
 		s probe.RttscopeFlowSummaryEvent
 		n probe.RttscopeNetworkTuple
 	)
@@ -29,7 +30,8 @@ func TestLayout(t *testing.T) {
 		{"rtt_event.ifindex", offIfindex, 4, unsafe.Offsetof(r.Ifindex), unsafe.Sizeof(r.Ifindex)},
 		{"rtt_event.timestamp", offTimestamp, 8, unsafe.Offsetof(r.Timestamp), unsafe.Sizeof(r.Timestamp)},
 		{"rtt_event.flow", tupleOffset, tupleSize, unsafe.Offsetof(r.Flow), unsafe.Sizeof(r.Flow)},
-		{"rtt_event.match_on_egress", rttOffMatchOnEgress, 4, unsafe.Offsetof(r.MatchOnEgress), unsafe.Sizeof(r.MatchOnEgress)},
+		{"rtt_event.match_on_egress", rttOffMatchOnEgress, 1, unsafe.Offsetof(r.MatchOnEgress), unsafe.Sizeof(r.MatchOnEgress)},
+		{"rtt_event.source", rttOffSource, 1, unsafe.Offsetof(r.Source), unsafe.Sizeof(r.Source)},
 		{"rtt_event.rtt", rttOffRTT, 8, unsafe.Offsetof(r.Rtt), unsafe.Sizeof(r.Rtt)},
 		{"rtt_event.min_rtt", rttOffMinRTT, 8, unsafe.Offsetof(r.MinRtt), unsafe.Sizeof(r.MinRtt)},
 		{"rtt_event.srtt", rttOffSRTT, 8, unsafe.Offsetof(r.Srtt), unsafe.Sizeof(r.Srtt)},
@@ -37,6 +39,14 @@ func TestLayout(t *testing.T) {
 		{"rtt_event.sent_bytes", rttOffSentBytes, 8, unsafe.Offsetof(r.SentBytes), unsafe.Sizeof(r.SentBytes)},
 		{"rtt_event.rec_pkts", rttOffRecPkts, 8, unsafe.Offsetof(r.RecPkts), unsafe.Sizeof(r.RecPkts)},
 		{"rtt_event.rec_bytes", rttOffRecBytes, 8, unsafe.Offsetof(r.RecBytes), unsafe.Sizeof(r.RecBytes)},
+		{"rtt_event.dns_qtype", rttOffDNSQType, 2, unsafe.Offsetof(r.DnsQtype), unsafe.Sizeof(r.DnsQtype)},
+		{"rtt_event.dns_rcode", rttOffDNSRCode, 1, unsafe.Offsetof(r.DnsRcode), unsafe.Sizeof(r.DnsRcode)},
+		{"rtt_event.dns_truncated", rttOffDNSTruncated, 1, unsafe.Offsetof(r.DnsTruncated), unsafe.Sizeof(r.DnsTruncated)},
+
+		{"sizeof(rtt_named_event)", 0, namedRecordSize, 0, unsafe.Sizeof(m)},
+		{"rtt_named_event.rtt", 0, rttRecordSize, unsafe.Offsetof(m.Rtt), unsafe.Sizeof(m.Rtt)},
+		{"rtt_named_event.name_len", namedOffNameLen, 2, unsafe.Offsetof(m.NameLen), unsafe.Sizeof(m.NameLen)},
+		{"rtt_named_event.name", namedOffName, namedNameMaxSize, unsafe.Offsetof(m.Name), unsafe.Sizeof(m.Name)},
 
 		{"sizeof(flow_event)", 0, flowRecordSize, 0, unsafe.Sizeof(f)},
 		{"flow_event.event_type", offKind, 4, unsafe.Offsetof(f.EventType), unsafe.Sizeof(f.EventType)},
@@ -68,6 +78,7 @@ func TestLayout(t *testing.T) {
 		{"flow_summary_dir_event.min", dirOffMin, 8, unsafe.Offsetof(s.Dir[0].Min), unsafe.Sizeof(s.Dir[0].Min)},
 		{"flow_summary_dir_event.max", dirOffMax, 8, unsafe.Offsetof(s.Dir[0].Max), unsafe.Sizeof(s.Dir[0].Max)},
 		{"flow_summary_dir_event.hist", dirOffHist, 2 * hist.CoarseBins, unsafe.Offsetof(s.Dir[0].Hist), unsafe.Sizeof(s.Dir[0].Hist)},
+		{"flow_summary_dir_event.source_count", dirOffBySource, 4 * uintptr(NumSources), unsafe.Offsetof(s.Dir[0].SourceCount), unsafe.Sizeof(s.Dir[0].SourceCount)},
 	} {
 		if c.off != c.goff || c.size != c.gsize {
 			t.Errorf("%s: the decoder reads %d bytes at %d, the BPF object has %d at %d", c.name, c.size, c.off, c.gsize, c.goff)

@@ -15,11 +15,11 @@ const KindFlowSummary = Kind(probe.RttscopeEventTypeEVENT_TYPE_FLOW_SUMMARY)
 // decode.go with a u32 reason, then u64 start and two struct
 // flow_summary_dir_event of u64 fields and a u16 histogram.
 const (
-	FlowSummarySize  = 1048
+	FlowSummarySize  = 1096
 	summaryOffReason = 4
 	summaryOffStart  = 64
 	summaryDirOffset = 72
-	summaryDirSize   = 488
+	summaryDirSize   = 512
 	dirOffPkts       = 0
 	dirOffBytes      = 8
 	dirOffCount      = 16
@@ -27,6 +27,7 @@ const (
 	dirOffMin        = 32
 	dirOffMax        = 40
 	dirOffHist       = 48
+	dirOffBySource   = 488 // u32 per source
 )
 
 // FlowDirSummary covers what one side of a flow sent, and the RTTs of its
@@ -37,6 +38,8 @@ type FlowDirSummary struct {
 	Count          uint64
 	Min, Mean, Max time.Duration // exact
 	P50, P99       time.Duration // from a coarse histogram (within 6.25%)
+	// BySource counts the samples of each source (indexed by Source).
+	BySource [NumSources]uint64
 }
 
 // FlowSummary summarises one flow: at its end (Reason says why) or, with
@@ -74,15 +77,25 @@ func decodeDirSummary(b []byte, d *FlowDirSummary) {
 	for i := range h {
 		h[i] = le.Uint16(b[dirOffHist+2*i:])
 	}
+	var src [NumSources]uint32
+	for i := range src {
+		src[i] = le.Uint32(b[dirOffBySource+4*i:])
+	}
 	d.Set(le.Uint64(b[dirOffPkts:]), le.Uint64(b[dirOffBytes:]), le.Uint64(b[dirOffCount:]), le.Uint64(b[dirOffSum:]),
-		le.Uint64(b[dirOffMin:]), le.Uint64(b[dirOffMax:]), h[:])
+		le.Uint64(b[dirOffMin:]), le.Uint64(b[dirOffMax:]), h[:], src[:])
 }
 
 // Set fills d from the kernel's raw per-direction summary: packets and
-// bytes sent, RTT sample count, sum, min and max (ns), and the coarse
-// histogram (hist.CoarseBins counts).
-func (d *FlowDirSummary) Set(pkts, bytes, count, sum, min, max uint64, h []uint16) {
+// bytes sent, RTT sample count, sum, min and max (ns), the coarse
+// histogram (hist.CoarseBins counts) and the samples per source.
+func (d *FlowDirSummary) Set(pkts, bytes, count, sum, min, max uint64, h []uint16, bySource []uint32) {
 	d.Packets, d.Bytes, d.Count = pkts, bytes, count
+	for i := range d.BySource {
+		d.BySource[i] = 0
+		if i < len(bySource) {
+			d.BySource[i] = uint64(bySource[i])
+		}
+	}
 	d.Min, d.Mean, d.Max, d.P50, d.P99 = 0, 0, 0, 0, 0
 	if d.Count == 0 {
 		return

@@ -5,6 +5,7 @@ package events
 
 import (
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/rttscope/rttscope/internal/probe"
@@ -35,6 +36,41 @@ func (p Protocol) String() string {
 		return "ICMPv6"
 	}
 	return "UNKNOWN"
+}
+
+// Source is what an RTT sample was measured with (enum rtt_source in
+// bpf/events.h).
+type Source uint8
+
+// The RTT sources.
+const (
+	SourceTCPTS    = Source(probe.RttscopeRttSourceRTT_SOURCE_TCP_TS)    // TCP timestamps: TSval echoed in TSecr
+	SourceICMP     = Source(probe.RttscopeRttSourceRTT_SOURCE_ICMP)      // ICMP/ICMPv6 echo
+	SourceTCPSeq   = Source(probe.RttscopeRttSourceRTT_SOURCE_TCP_SEQ)   // TCP data: end sequence, covering ACK
+	SourceTCPSYN   = Source(probe.RttscopeRttSourceRTT_SOURCE_TCP_SYN)   // TCP handshake
+	SourceDNS      = Source(probe.RttscopeRttSourceRTT_SOURCE_DNS)       // DNS query and response
+	SourceQUICSpin = Source(probe.RttscopeRttSourceRTT_SOURCE_QUIC_SPIN) // QUIC spin bit
+	NumSources     = int(probe.RttscopeRttSourceRTT_SOURCES)
+)
+
+var sourceNames = [NumSources]string{"tcp_ts", "icmp", "tcp_seq", "tcp_syn", "dns", "quic_spin"}
+
+// String returns the source's name in every output format ("source").
+func (s Source) String() string {
+	if int(s) < NumSources {
+		return sourceNames[s]
+	}
+	return "unknown"
+}
+
+// Tag is the source's mark on the standard format's RTT lines: empty for
+// the sources ePPing has (TCP timestamps, ICMP echo), whose lines stay
+// ePPing's, the source's name otherwise.
+func (s Source) Tag() string {
+	if s == SourceTCPTS || s == SourceICMP {
+		return ""
+	}
+	return s.String()
 }
 
 // Endpoint is one side of a flow. For ICMP echo the echo identifier stands
@@ -81,6 +117,56 @@ type RTT struct {
 	MatchOnEgress bool
 	// Ifindex is the interface the reply was matched on (0 in replay).
 	Ifindex uint32
+	// Source is what the sample was measured with.
+	Source Source
+	// DNS holds the response's details of a DNS sample (Source ==
+	// SourceDNS); zero otherwise.
+	DNS DNSInfo
+}
+
+// DNSInfo is what a DNS sample reports of its response; the name only
+// with --dns-names (data minimisation, docs/privacy.md).
+type DNSInfo struct {
+	// QType is the type of the first question (1 A, 28 AAAA, ...; 0 when
+	// the name was too long to walk or malformed).
+	QType uint16
+	// RCode is the response code (0 NOERROR, 2 SERVFAIL, 3 NXDOMAIN, ...).
+	RCode uint8
+	// Truncated is the TC bit: the answer did not fit (UDP).
+	Truncated bool
+	// Name is the question's name in presentation format
+	// ("www.example.com."), only with --dns-names.
+	Name string
+}
+
+// DNSName turns a name in wire format (length-prefixed labels, ending with
+// a zero length or a compression pointer, which ends it here) into its
+// presentation format (RFC 1035 5.1): labels joined by dots, a final dot,
+// and every byte outside letters, digits, '-' and '_' as \DDD, so the
+// result is printable ASCII whatever the packet held.
+func DNSName(wire []byte) string {
+	var b []byte
+	for i := 0; i < len(wire); {
+		n := int(wire[i])
+		if n == 0 || n&0xc0 != 0 {
+			break
+		}
+		i++
+		for j := 0; j < n && i < len(wire); j, i = j+1, i+1 {
+			c := wire[i]
+			switch {
+			case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+				b = append(b, c)
+			default:
+				b = append(b, '\\', '0'+c/100, '0'+c/10%10, '0'+c%10)
+			}
+		}
+		b = append(b, '.')
+	}
+	if len(b) == 0 {
+		return "."
+	}
+	return string(b)
 }
 
 // FlowEventType says whether a flow opens or closes.
@@ -180,6 +266,23 @@ type Stats struct {
 	// summaries of ended flows lost because their ring buffer had no
 	// room; SummariesSent counts those delivered.
 	SummaryMapFull, SummaryRingbufFull, SummariesSent uint64
+	// Samples counts the RTT samples of each source (events or
+	// aggregated), indexed by Source.
+	Samples [NumSources]uint64
+	// TCPSeqRetransmissions counts TCP segments that carried sequence
+	// numbers already sent (seen by the sequence sources only), and
+	// TCPSeqAmbiguous the timed ranges they made ambiguous (Karn's rule:
+	// dropped, no sample).
+	TCPSeqRetransmissions, TCPSeqAmbiguous uint64
+	// DNSDuplicateQueries counts DNS queries sent while a query with
+	// their id was outstanding on their tuple (a retransmission or a
+	// duplicate id: that timing is dropped), DNSUnmatchedResponses DNS
+	// responses that answered no outstanding query.
+	DNSDuplicateQueries, DNSUnmatchedResponses uint64
+	// QUICSpinRejected counts spin bit edges closer than 1/8 of the
+	// running RTT estimate (reordering, loss), QUICSpinRandom flow
+	// directions whose spin bit looked random (no samples from them).
+	QUICSpinRejected, QUICSpinRandom uint64
 	// Variant names the variant of each optional part in use, as
 	// "cleanup=iterator summaries=map-walk" (loader.Variant); empty in
 	// records that do not carry it.
@@ -191,6 +294,11 @@ type Stats struct {
 	// BPF is the kernel's run time accounting of the attached programs;
 	// nil in records that do not carry it (replay). Owned as Process.
 	BPF *BPFStats
+	// Sinks counts the work of each output sink when records go to
+	// sinks with queues of their own (internal/sink); nil otherwise. A
+	// pointer, as Process and BPF, so that Stats stays comparable.
+	// Owned as Process.
+	Sinks *SinkReport
 }
 
 // ProcessStats is the resource use of the rttscope process (getrusage
@@ -250,4 +358,26 @@ func perRun(t time.Duration, n uint64) (float64, bool) {
 		return 0, false
 	}
 	return float64(t) / float64(n), true
+}
+
+var dnsTypes = map[uint16]string{1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 15: "MX", 16: "TXT", 28: "AAAA",
+	33: "SRV", 35: "NAPTR", 43: "DS", 46: "RRSIG", 48: "DNSKEY", 64: "SVCB", 65: "HTTPS", 255: "ANY"}
+
+var dnsRCodes = [...]string{"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED"}
+
+// AppendQType appends the question type's mnemonic, or TYPEn for others
+// (RFC 3597).
+func (d *DNSInfo) AppendQType(b []byte) []byte {
+	if s, ok := dnsTypes[d.QType]; ok {
+		return append(b, s...)
+	}
+	return strconv.AppendUint(append(b, "TYPE"...), uint64(d.QType), 10)
+}
+
+// AppendRCode appends the response code's mnemonic, or RCODEn for others.
+func (d *DNSInfo) AppendRCode(b []byte) []byte {
+	if int(d.RCode) < len(dnsRCodes) {
+		return append(b, dnsRCodes[d.RCode]...)
+	}
+	return strconv.AppendUint(append(b, "RCODE"...), uint64(d.RCode), 10)
 }

@@ -257,3 +257,45 @@ func (b *Bytes) String() string {
 
 // Type implements pflag.Value.
 func (b *Bytes) Type() string { return "size" }
+
+// Ports is a comma-separated list of 1 to len(slots) TCP/UDP ports
+// (1-65535), written into slots (usually a fixed array of a
+// configuration), whose unused entries are 0; each use of the flag
+// replaces the list.
+type Ports struct{ slots []uint16 }
+
+// NewPorts returns the flag value that fills slots.
+func NewPorts(slots []uint16) *Ports { return &Ports{slots} }
+
+// Set replaces the list.
+func (v *Ports) Set(s string) error {
+	parts := strings.Split(s, ",")
+	want := &Error{fmt.Sprintf("1 to %d ports (1-65535), comma-separated, such as 53,5353", len(v.slots))}
+	if len(parts) > len(v.slots) {
+		return want
+	}
+	out := make([]uint16, len(v.slots))
+	for i, f := range parts {
+		n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 16)
+		if err != nil || n == 0 {
+			return want
+		}
+		out[i] = uint16(n)
+	}
+	copy(v.slots, out)
+	return nil
+}
+
+// String lists the ports in use, comma-separated.
+func (v *Ports) String() string {
+	var s []string
+	for _, p := range v.slots {
+		if p != 0 {
+			s = append(s, strconv.Itoa(int(p)))
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+// Type implements pflag.Value.
+func (v *Ports) Type() string { return "ports" }

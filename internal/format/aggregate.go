@@ -20,28 +20,17 @@ func (w *writer) WriteAggregate(a *events.Aggregate) error {
 
 // appendAggregateStandard appends one line:
 //
-//	HH:MM:SS.nnnnnnnnn PREFIX rtt n=N min=X mean=X p50=X p90=X p95=X p99=X max=X ms rx=P pkts B bytes tx=P pkts B bytes
+//	HH:MM:SS.nnnnnnnnn PREFIX rtt n=N [tcp_ts=N ...] min=X mean=X p50=X p90=X p95=X p99=X max=X ms rx=P pkts B bytes tx=P pkts B bytes
 //
-// (the rtt part is "rtt n=0" without samples; minimal output has no rx and
+// (the bracket counts the samples of each source that has some; the rtt
+// part is "rtt n=0" without samples; minimal output has no rx and
 // tx part; a prefix dropped by --anonymize drop shows as "#ID").
 func appendAggregateStandard(b []byte, a *events.Aggregate, st *style) []byte {
 	b = appendTimeOfDay(b, a.Time, st.loc)
 	b = append(b, ' ')
 	b = appendPrefix(b, a)
-	b = append(b, " rtt n="...)
-	b = strconv.AppendUint(b, a.Count, 10)
-	if a.Count > 0 {
-		for _, f := range [...]struct {
-			name string
-			v    time.Duration
-		}{{"min", a.Min}, {"mean", a.Mean}, {"p50", a.P50}, {"p90", a.P90}, {"p95", a.P95}, {"p99", a.P99}, {"max", a.Max}} {
-			b = append(b, ' ')
-			b = append(b, f.name...)
-			b = append(b, '=')
-			b = appendMillis(b, f.v)
-		}
-		b = append(b, " ms"...)
-	}
+	b = append(b, " rtt"...)
+	b = appendDistStandard(b, a.Count, [7]time.Duration{a.Min, a.Mean, a.P50, a.P90, a.P95, a.P99, a.Max}, &a.BySource)
 	if st.minimal {
 		return append(b, '\n')
 	}
@@ -54,6 +43,27 @@ func appendAggregateStandard(b []byte, a *events.Aggregate, st *style) []byte {
 	b = append(b, " pkts "...)
 	b = strconv.AppendUint(b, a.TX.TotalBytes(), 10)
 	return append(b, " bytes\n"...)
+}
+
+// appendDistStandard appends " n=N min=X mean=X p50=X p90=X p95=X
+// p99=X max=X ms" for the minimum, mean, quantiles and maximum in v, or
+// " n=0" without samples.
+func appendDistStandard(b []byte, n uint64, v [7]time.Duration, bySource *[events.NumSources]uint64) []byte {
+	b = append(b, " n="...)
+	b = strconv.AppendUint(b, n, 10)
+	if bySource != nil {
+		b = appendSourcesStandard(b, bySource)
+	}
+	if n == 0 {
+		return b
+	}
+	for i, name := range [...]string{"min", "mean", "p50", "p90", "p95", "p99", "max"} {
+		b = append(b, ' ')
+		b = append(b, name...)
+		b = append(b, '=')
+		b = appendMillis(b, v[i])
+	}
+	return append(b, " ms"...)
 }
 
 // appendPrefix appends the prefix, or "#ID" for one that was dropped.
@@ -90,7 +100,8 @@ func appendTrafficJSON(b []byte, key string, t *events.Traffic) []byte {
 }
 
 // appendAggregateJSON appends an aggregate object. The RTT statistics are
-// present only when count_rtt > 0. histogram lists the non-empty bins as
+// present only when count_rtt > 0, count_by_source (the samples of each
+// source that has some) first. histogram lists the non-empty bins as
 // [lower_ns, upper_ns, count] (upper_ns null for the overflow bin). A
 // prefix dropped by --anonymize drop has prefix_id in place of ip_prefix;
 // minimal output has no rx_stats and tx_stats.
@@ -121,6 +132,8 @@ func appendAggregateJSON(b []byte, a *events.Aggregate, st *style) []byte {
 	if a.Count == 0 {
 		return append(b, '}')
 	}
+	b = append(b, ',')
+	b = appendSourcesJSON(b, &a.BySource)
 	for _, f := range [...]struct {
 		name string
 		v    time.Duration
@@ -130,9 +143,16 @@ func appendAggregateJSON(b []byte, a *events.Aggregate, st *style) []byte {
 		b = appendInt(b, f.name, int64(f.v))
 	}
 	b = append(b, ',')
+	b = appendHistogramJSON(b, a.Histogram)
+	return append(b, '}')
+}
+
+// appendHistogramJSON appends "histogram":[[lower_ns,upper_ns,count],...]
+// of the non-empty bins (upper_ns null for the overflow bin).
+func appendHistogramJSON(b []byte, bins []events.HistBin) []byte {
 	b = appendKey(b, "histogram")
 	b = append(b, '[')
-	for i, hb := range a.Histogram {
+	for i, hb := range bins {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -148,5 +168,5 @@ func appendAggregateJSON(b []byte, a *events.Aggregate, st *style) []byte {
 		b = strconv.AppendUint(b, hb.Count, 10)
 		b = append(b, ']')
 	}
-	return append(b, ']', '}')
+	return append(b, ']')
 }

@@ -94,6 +94,23 @@ func appendRTTStandard(b []byte, e *events.RTT, st *style) []byte {
 	b = append(b, e.Flow.Proto.String()...)
 	b = append(b, ' ')
 	b = appendFlowName(b, &e.Flow)
+	if tag := e.Source.Tag(); tag != "" {
+		b = append(b, ' ')
+		b = append(b, tag...)
+	}
+	if e.Source == events.SourceDNS {
+		b = append(b, ' ')
+		b = e.DNS.AppendQType(b)
+		b = append(b, ' ')
+		b = e.DNS.AppendRCode(b)
+		if e.DNS.Truncated {
+			b = append(b, " TC"...)
+		}
+		if e.DNS.Name != "" {
+			b = append(b, ' ')
+			b = append(b, e.DNS.Name...)
+		}
+	}
 	return append(b, '\n')
 }
 
@@ -178,6 +195,18 @@ func appendStatsLine(b []byte, s *events.Stats, loc *time.Location) []byte {
 			b = append(b, "_interval_ns_per_pkt="...)
 			v, ok = p.IntervalNsPerPacket()
 			b = appendNsOrDash(b, v, ok)
+		}
+	}
+	sinks := s.SinkList()
+	for i := range sinks {
+		k := &sinks[i]
+		for _, c := range sinkCounters(k) {
+			b = append(b, ' ')
+			b = append(b, k.Name...)
+			b = append(b, '_')
+			b = append(b, c.name...)
+			b = append(b, '=')
+			b = strconv.AppendUint(b, c.v, 10)
 		}
 	}
 	return append(b, '\n')
@@ -314,7 +343,9 @@ func appendCommonJSON(b []byte, ts int64, f *events.Flow) []byte {
 }
 
 // appendRTTJSON appends an RTT object: ePPing's fields in ePPing's order,
-// then rttscope's own (smoothed_rtt). Minimal output has no counters.
+// then rttscope's own (smoothed_rtt, source, and for DNS samples
+// dns_qtype, dns_rcode, dns_truncated and with --dns-names dns_name).
+// Minimal output has no counters.
 func appendRTTJSON(b []byte, e *events.RTT, st *style) []byte {
 	b = appendCommonJSON(b, e.Time, &e.Flow)
 	b = append(b, ',')
@@ -335,6 +366,29 @@ func appendRTTJSON(b []byte, e *events.RTT, st *style) []byte {
 	b = appendBool(b, "match_on_egress", e.MatchOnEgress)
 	b = append(b, ',')
 	b = appendInt(b, "smoothed_rtt", int64(e.SmoothedRTT))
+	b = append(b, ',')
+	b = appendStr(b, "source", e.Source.String())
+	if e.Source == events.SourceDNS {
+		b = append(b, ",\"dns_qtype\":\""...)
+		b = e.DNS.AppendQType(b)
+		b = append(b, "\",\"dns_rcode\":\""...)
+		b = e.DNS.AppendRCode(b)
+		b = append(b, "\","...)
+		b = appendBool(b, "dns_truncated", e.DNS.Truncated)
+		if e.DNS.Name != "" {
+			// Presentation format: printable ASCII, whose only
+			// character JSON escapes is the backslash of \DDD.
+			b = append(b, ",\"dns_name\":\""...)
+			for i := 0; i < len(e.DNS.Name); i++ {
+				if c := e.DNS.Name[i]; c == '\\' || c == '"' {
+					b = append(b, '\\', c)
+				} else {
+					b = append(b, c)
+				}
+			}
+			b = append(b, '"')
+		}
+	}
 	return append(b, '}')
 }
 
@@ -397,7 +451,49 @@ func appendStatsJSON(b []byte, s *events.Stats) []byte {
 			b = append(b, ']')
 		}
 	}
+	if sinks := s.SinkList(); len(sinks) > 0 {
+		b = append(b, ',')
+		b = appendKey(b, "sinks")
+		b = append(b, '[')
+		for i := range sinks {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendSinkJSON(b, &sinks[i])
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}')
+}
+
+// appendSinkJSON appends one sink's counters (docs/sinks.md).
+func appendSinkJSON(b []byte, k *events.SinkStats) []byte {
+	b = append(b, '{')
+	b = appendStr(b, "name", k.Name)
+	b = append(b, ',')
+	b = appendStr(b, "policy", k.Policy)
+	for _, c := range sinkCounters(k) {
+		b = append(b, ',')
+		b = appendUint(b, c.name, c.v)
+	}
+	return append(b, '}')
+}
+
+// sinkCounter is a counter of a sink's stats, as named in json and on the
+// standard line.
+type sinkCounter struct {
+	name string
+	v    uint64
+}
+
+// sinkCounters lists k's counters in output order; the Kafka ones only
+// for the Kafka sink.
+func sinkCounters(k *events.SinkStats) []sinkCounter {
+	c := []sinkCounter{{"records", k.Records}, {"queued", k.Queued}, {"dropped", k.Dropped}}
+	if k.Name == "kafka" {
+		c = append(c, sinkCounter{"produced", k.Produced}, sinkCounter{"acked", k.Acked}, sinkCounter{"spooled", k.Spooled})
+	}
+	return c
 }
 
 // appendProgramJSON appends one program's run time accounting; the per
@@ -422,6 +518,49 @@ func appendProgramJSON(b []byte, p *events.ProgramStats) []byte {
 		b = append(b, ',')
 		b = appendKey(b, "interval_ns_per_packet")
 		b = appendFloat(b, v, 1)
+	}
+	return append(b, '}')
+}
+
+// appendSourcesStandard appends " [tcp_ts=N tcp_seq=M]": the sources with
+// samples among counts (indexed by events.Source); nothing without any.
+func appendSourcesStandard(b []byte, counts *[events.NumSources]uint64) []byte {
+	first := true
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if first {
+			b = append(b, " ["...)
+			first = false
+		} else {
+			b = append(b, ' ')
+		}
+		b = append(b, events.Source(i).String()...)
+		b = append(b, '=')
+		b = strconv.AppendUint(b, n, 10)
+	}
+	if !first {
+		b = append(b, ']')
+	}
+	return b
+}
+
+// appendSourcesJSON appends "count_by_source":{"tcp_ts":N,...} with the
+// sources that have samples.
+func appendSourcesJSON(b []byte, counts *[events.NumSources]uint64) []byte {
+	b = appendKey(b, "count_by_source")
+	b = append(b, '{')
+	first := true
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendUint(b, events.Source(i).String(), n)
 	}
 	return append(b, '}')
 }

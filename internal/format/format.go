@@ -43,6 +43,11 @@ type Writer interface {
 	// WriteAnonKey says which anonymization key the records that follow
 	// were made with (--anonymize): capability AnonKeys.
 	WriteAnonKey(k *events.AnonKey) error
+	// WritePDM writes one PDM option seen by rttscope pdm, and
+	// WritePDMInterval the summary of a 5-tuple's options over an
+	// interval (docs/pdm.md): capability PDMRecords.
+	WritePDM(p *events.PDM) error
+	WritePDMInterval(p *events.PDMInterval) error
 	// Restart lets the owner of the underlying io.Writer switch it to a
 	// new destination (log rotation, see output.File.Reopen) without
 	// losing or splitting records and so that each destination holds a
@@ -88,12 +93,13 @@ const (
 	FlowSummaries                        // WriteFlowSummary
 	Restarts                             // Restart keeps documents whole
 	AnonKeys                             // WriteAnonKey
+	PDMRecords                           // WritePDM, WritePDMInterval
 )
 
 // All is every capability: what the writers of New state.
-const All = Aggregates | FlowSummaries | Restarts | AnonKeys
+const All = Aggregates | FlowSummaries | Restarts | AnonKeys | PDMRecords
 
-var capabilityNames = [...]string{"aggregated records", "flow summaries", "restarts after log rotation", "anonymization key records"}
+var capabilityNames = [...]string{"aggregated records", "flow summaries", "restarts after log rotation", "anonymization key records", "PDM records"}
 
 // String names the capabilities in c, joined by "or" ("" for none).
 func (c Capability) String() string {
@@ -136,6 +142,8 @@ type eventsOnly struct{ EventWriter }
 func (eventsOnly) WriteAggregate(*events.Aggregate) error     { return ErrUnsupported }
 func (eventsOnly) WriteFlowSummary(*events.FlowSummary) error { return ErrUnsupported }
 func (eventsOnly) WriteAnonKey(*events.AnonKey) error         { return ErrUnsupported }
+func (eventsOnly) WritePDM(*events.PDM) error                 { return ErrUnsupported }
+func (eventsOnly) WritePDMInterval(*events.PDMInterval) error { return ErrUnsupported }
 func (eventsOnly) Restart(reopen func() error) error          { return reopen() }
 func (eventsOnly) Capabilities() Capability                   { return 0 }
 
@@ -364,7 +372,7 @@ func (w *writer) Close() error {
 }
 
 // Capabilities implements Writer: every one (ppviz, which has no record for
-// aggregates and summaries, skips them).
+// aggregates, summaries and PDM, skips them).
 func (w *writer) Capabilities() Capability { return All }
 
 // Restart implements Writer.

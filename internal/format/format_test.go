@@ -34,6 +34,7 @@ func fixture() []any {
 	tcp4 := events.Flow{Src: ep("10.0.0.1", 40000), Dst: ep("10.0.0.2", 443), Proto: events.ProtoTCP}
 	icmp6 := events.Flow{Src: ep("2001:db8::2", 4660), Dst: ep("2001:db8::1", 4660), Proto: events.ProtoICMPv6}
 	icmp4 := events.Flow{Src: ep("192.0.2.1", 7), Dst: ep("192.168.1.10", 7), Proto: events.ProtoICMP}
+	dns4 := events.Flow{Src: ep("192.0.2.53", 53), Dst: ep("10.0.0.1", 40053), Proto: events.ProtoUDP}
 	return []any{
 		// Flow opening on the SYN from the client.
 		&events.FlowEvent{Time: t0, Flow: tcp4, Type: events.FlowOpening, Reason: events.ReasonSYN, TriggeredBySrc: true},
@@ -42,18 +43,25 @@ func fixture() []any {
 			SmoothedRTT: 40 * time.Millisecond, SentPackets: 1, SentBytes: 74, RecPackets: 1, RecBytes: 74},
 		// IPv6 ICMPv6 echo RTT, matched on egress.
 		&events.RTT{Time: t0 + 1_000_000_001, Flow: icmp6, RTT: 12_345_678, MinRTT: 10 * time.Millisecond,
-			SmoothedRTT: 11_234_567, SentPackets: 3, SentBytes: 312, RecPackets: 3, RecBytes: 312, MatchOnEgress: true},
+			SmoothedRTT: 11_234_567, SentPackets: 3, SentBytes: 312, RecPackets: 3, RecBytes: 312, MatchOnEgress: true,
+			Source: events.SourceICMP},
 		// A large RTT (1234.567890123 s): exponent form in standard.
 		&events.RTT{Time: t0 + 2_000_000_000, Flow: tcp4.Reverse(), RTT: 1_234_567_890_123, MinRTT: 40 * time.Millisecond,
 			SmoothedRTT: 154_356_000_000, SentPackets: 9, SentBytes: 1_000_000, RecPackets: 7, RecBytes: 9_000},
 		// Sub-microsecond RTT and a 1 ns minimum.
 		&events.RTT{Time: t0 + 2_000_000_500, Flow: icmp4, RTT: 500, MinRTT: 1, SmoothedRTT: 999,
-			SentPackets: 2, SentBytes: 168, RecPackets: 2, RecBytes: 168, MatchOnEgress: true},
+			SentPackets: 2, SentBytes: 168, RecPackets: 2, RecBytes: 168, MatchOnEgress: true, Source: events.SourceICMP},
+		// A TCP sample from sequence numbers: tagged in standard.
+		&events.RTT{Time: t0 + 2_500_000_000, Flow: tcp4, RTT: 21_000_000, MinRTT: 20 * time.Millisecond,
+			SmoothedRTT: 20_125_000, SentPackets: 5, SentBytes: 7000, RecPackets: 4, RecBytes: 220,
+			Source: events.SourceTCPSeq},
 		// Stats record with self-telemetry, BPF run time statistics on;
 		// tc_ingress did not run in the interval.
 		&events.Stats{Time: t0 + 3_000_000_000, Packets: 123456, RTTEvents: 4, FlowEvents: 3, FlowMapFull: 1,
 			TimestampMapFull: 2, RingbufFull: 0, FlowsTimedOut: 1, TimestampsExpired: 17, Flows: 2, Timestamps: 5,
 			FlowsCreated: 3, FlowsDeleted: 1, TimestampsCreated: 24, TimestampsDeleted: 19, SummariesSent: 1,
+			Samples: [events.NumSources]uint64{3, 2, 1, 0, 1}, TCPSeqRetransmissions: 2, TCPSeqAmbiguous: 1,
+			DNSDuplicateQueries: 1, DNSUnmatchedResponses: 4, QUICSpinRejected: 5, QUICSpinRandom: 2,
 			Process: &events.ProcessStats{CPUUser: 123_456_789, CPUSystem: 2*time.Second + 5*time.Microsecond,
 				RSS: 24_535_040, MaxRSS: 26_214_400, CPUShare: 0.0123456789},
 			BPF: &events.BPFStats{Enabled: true, Programs: []events.ProgramStats{
@@ -76,16 +84,25 @@ func fixture() []any {
 			Count:  4, Min: 1_000_000, Mean: 17_250_500_000, P50: 1_015_808, P90: 69_000_000_000, P95: 69_000_000_000,
 			P99: 69_000_000_000, Max: 69_000_000_000,
 			Histogram: []events.HistBin{{Lower: 983_040, Upper: 1_015_808, Count: 1}, {Lower: 1_015_808, Upper: 1_048_576, Count: 2},
-				{Lower: 68_719_476_736, Count: 1}}},
+				{Lower: 68_719_476_736, Count: 1}},
+			BySource: [events.NumSources]uint64{events.SourceTCPTS: 3, events.SourceTCPSeq: 1}},
 		// Per-flow summaries: at close, and periodic without samples.
 		&events.FlowSummary{Time: t0 + 4_000_000_000, Start: t0, Flow: tcp4, Reason: events.ReasonFIN,
 			Src: events.FlowDirSummary{Packets: 10, Bytes: 15000, Count: 3, Min: 40_000_000, Mean: 41_000_000,
-				Max: 43_000_000, P50: 40_370_176, P99: 42_991_616},
+				Max: 43_000_000, P50: 40_370_176, P99: 42_991_616, BySource: [events.NumSources]uint64{events.SourceTCPSeq: 2, events.SourceTCPSYN: 1}},
 			Dst: events.FlowDirSummary{Packets: 8, Bytes: 600}},
 		&events.FlowSummary{Time: t0 + 2_000_000_000, Start: t0 + 1_000_000_000, Flow: icmp6, Src: events.FlowDirSummary{Packets: 1, Bytes: 104}},
 		&events.Aggregate{Time: t0 + 70_000_000_000, Start: t0 + 60_000_000_000,
 			Prefix: netip.MustParsePrefix("2001:db8::/48"),
 			RX:     events.Traffic{Packets: [4]uint64{0, 0, 3, 0}, Bytes: [4]uint64{0, 0, 312, 0}, ECN: [4]uint64{3, 0, 0, 0}}},
+		// DNS samples: an AAAA answered with NXDOMAIN, a truncated
+		// answer of a type without a mnemonic and an unknown rcode.
+		&events.RTT{Time: t0 + 71_000_000_000, Flow: dns4, RTT: 12_300_000, MinRTT: 12_300_000, SmoothedRTT: 12_300_000,
+			SentPackets: 1, SentBytes: 71, RecPackets: 1, RecBytes: 132, Source: events.SourceDNS,
+			DNS: events.DNSInfo{QType: 28, RCode: 3}},
+		&events.RTT{Time: t0 + 72_000_000_000, Flow: dns4, RTT: 9_000_000, MinRTT: 9_000_000, SmoothedRTT: 11_887_500,
+			SentPackets: 2, SentBytes: 142, RecPackets: 2, RecBytes: 1600, Source: events.SourceDNS,
+			DNS: events.DNSInfo{QType: 99, RCode: 11, Truncated: true, Name: `big\032txt.example.`}},
 		// Stats at exit with BPF run time statistics off.
 		&events.Stats{Time: t0 + 75_000_000_000, Packets: 123500, RTTEvents: 4, FlowEvents: 4,
 			FlowsCreated: 2, FlowsDeleted: 2, TimestampsCreated: 4, TimestampsDeleted: 4,
@@ -109,6 +126,10 @@ func writeAll(t testing.TB, w Writer, evs []any) {
 			err = w.WriteAggregate(e)
 		case *events.FlowSummary:
 			err = w.WriteFlowSummary(e)
+		case *events.PDM:
+			err = w.WritePDM(e)
+		case *events.PDMInterval:
+			err = w.WritePDMInterval(e)
 		default:
 			t.Fatalf("unexpected fixture type %T", ev)
 		}
@@ -358,11 +379,14 @@ func compileSchema(t *testing.T) *jsonschema.Schema {
 var (
 	commonKeys = []string{"timestamp", "src_ip", "src_port", "dest_ip", "dest_port", "protocol"}
 	rttKeys    = append(append([]string(nil), commonKeys...),
-		"rtt", "min_rtt", "sent_packets", "sent_bytes", "rec_packets", "rec_bytes", "match_on_egress", "smoothed_rtt")
+		"rtt", "min_rtt", "sent_packets", "sent_bytes", "rec_packets", "rec_bytes", "match_on_egress", "smoothed_rtt", "source")
 	flowKeys  = append(append([]string(nil), commonKeys...), "flow_event", "reason", "triggered_by")
 	statsKeys = []string{"timestamp", "type", "packets", "rtt_events", "flow_events", "flow_map_full",
 		"timestamp_map_full", "ringbuf_full", "flows_timed_out", "timestamps_expired", "flows", "timestamps", "flows_evicted", "timestamps_evicted", "aggregated_samples", "prefix_map_full",
-		"flows_created", "flows_deleted", "timestamps_created", "timestamps_deleted", "summary_map_full", "summary_ringbuf_full", "summaries_sent"}
+		"flows_created", "flows_deleted", "timestamps_created", "timestamps_deleted", "summary_map_full", "summary_ringbuf_full", "summaries_sent",
+		"samples_tcp_ts", "samples_icmp", "samples_tcp_seq", "samples_tcp_syn", "samples_dns", "samples_quic_spin",
+		"tcp_seq_retransmissions", "tcp_seq_ambiguous", "dns_duplicate_queries", "dns_unmatched_responses",
+		"quic_spin_rejected", "quic_spin_random"}
 )
 
 // wantStatsKeys returns the top-level keys of s's json record in order.
@@ -376,6 +400,9 @@ func wantStatsKeys(s *events.Stats) []string {
 		if s.BPF.Enabled {
 			keys = append(keys, "programs")
 		}
+	}
+	if s.Sinks != nil {
+		keys = append(keys, "sinks")
 	}
 	return keys
 }
@@ -444,6 +471,12 @@ func checkObject(t *testing.T, sch *jsonschema.Schema, obj []byte, ev any) {
 	switch ev := ev.(type) {
 	case *events.RTT:
 		want = rttKeys
+		if ev.Source == events.SourceDNS {
+			want = append(append([]string(nil), rttKeys...), "dns_qtype", "dns_rcode", "dns_truncated")
+			if ev.DNS.Name != "" {
+				want = append(want, "dns_name")
+			}
+		}
 	case *events.FlowEvent:
 		want = flowKeys
 	case *events.Stats:
@@ -728,7 +761,7 @@ func TestNoAllocs(t *testing.T) {
 	rtt := evs[2].(*events.RTT) // IPv6
 	rtt4 := evs[1].(*events.RTT)
 	fe := evs[0].(*events.FlowEvent)
-	st := evs[5].(*events.Stats)
+	st := evs[6].(*events.Stats)
 	stOff := evs[len(evs)-1].(*events.Stats)
 	for _, name := range Names() {
 		for _, loc := range []*time.Location{time.UTC, nil} {
@@ -772,7 +805,10 @@ func statsWith(extra string) string {
 		`"timestamp_map_full":0,"ringbuf_full":0,"flows_timed_out":0,"timestamps_expired":0,"flows":0,` +
 		`"timestamps":0,"flows_evicted":0,"timestamps_evicted":0,"aggregated_samples":0,"prefix_map_full":0,` +
 		`"flows_created":0,"flows_deleted":0,"timestamps_created":0,"timestamps_deleted":0,"summary_map_full":0,` +
-		`"summary_ringbuf_full":0,"summaries_sent":0,` + extra + `}`
+		`"summary_ringbuf_full":0,"summaries_sent":0,"samples_tcp_ts":0,"samples_icmp":0,"samples_tcp_seq":0,` +
+		`"samples_tcp_syn":0,"samples_dns":0,"samples_quic_spin":0,"tcp_seq_retransmissions":0,"tcp_seq_ambiguous":0,` +
+		`"dns_duplicate_queries":0,"dns_unmatched_responses":0,"quic_spin_rejected":0,"quic_spin_random":0,` +
+		extra + `}`
 }
 
 // TestStatsTelemetry checks the self-telemetry parts of the stats record:
@@ -795,7 +831,7 @@ func TestStatsTelemetry(t *testing.T) {
 	}
 
 	evs := fixture()
-	on, off := evs[5].(*events.Stats), evs[len(evs)-1].(*events.Stats)
+	on, off := evs[6].(*events.Stats), evs[len(evs)-1].(*events.Stats)
 	var rec struct {
 		Process struct {
 			CPUUser   json.Number `json:"cpu_user_s"`
@@ -855,10 +891,10 @@ func TestStatsTelemetry(t *testing.T) {
 	// Without telemetry (replay) the record is the counters only.
 	bare := *on
 	bare.Process, bare.BPF = nil, nil
-	if js := string(appendStatsJSON(nil, &bare)); !strings.HasSuffix(js, `"summaries_sent":1}`) {
+	if js := string(appendStatsJSON(nil, &bare)); !strings.HasSuffix(js, `"quic_spin_random":2}`) {
 		t.Errorf("without telemetry: %s", js)
 	}
-	if line := string(appendStatsLine(nil, &bare, time.UTC)); !strings.HasSuffix(line, " summaries_sent=1\n") {
+	if line := string(appendStatsLine(nil, &bare, time.UTC)); !strings.HasSuffix(line, " quic_spin_random=2\n") {
 		t.Errorf("without telemetry: %s", line)
 	}
 }

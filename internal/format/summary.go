@@ -22,7 +22,7 @@ func summaryWhat(s *events.FlowSummary) string {
 
 // appendSummaryStandard appends one line:
 //
-//	HH:MM:SS.nnnnnnnnn TCP SRC:SPORT+DST:DPORT summary closing due to FIN, duration 12.3 s; src: P pkts B bytes, rtt n=N min=X mean=X p50=X p99=X max=X ms; dest: ...
+//	HH:MM:SS.nnnnnnnnn TCP SRC:SPORT+DST:DPORT summary closing due to FIN, duration 12.3 s; src: P pkts B bytes, rtt n=N [tcp_ts=N ...] min=X mean=X p50=X p99=X max=X ms; dest: ...
 //
 // Minimal output leaves out the "P pkts B bytes, " parts.
 func appendSummaryStandard(b []byte, s *events.FlowSummary, st *style) []byte {
@@ -54,6 +54,7 @@ func appendSummaryStandard(b []byte, s *events.FlowSummary, st *style) []byte {
 		}
 		b = append(b, "rtt n="...)
 		b = strconv.AppendUint(b, d.Count, 10)
+		b = appendSourcesStandard(b, &d.BySource)
 		if d.Count > 0 {
 			for _, f := range [...]struct {
 				name string
@@ -81,6 +82,8 @@ func appendDirSummaryJSON(b []byte, key string, d *events.FlowDirSummary, st *st
 	}
 	b = appendUint(b, "count_rtt", d.Count)
 	if d.Count > 0 {
+		b = append(b, ',')
+		b = appendSourcesJSON(b, &d.BySource)
 		for _, f := range [...]struct {
 			name string
 			v    time.Duration

@@ -209,6 +209,9 @@ func (a *Aggregator) sum(g *events.Aggregate) {
 		}
 		g.Count += v.RttCount
 		sum += v.RttSum
+		for src, n := range v.SourceCount {
+			g.BySource[src] += uint64(n)
+		}
 		for b, n := range v.Hist[:hist.Bins] {
 			a.h[b] += n
 		}
@@ -216,22 +219,11 @@ func (a *Aggregator) sum(g *events.Aggregate) {
 	if g.Count == 0 {
 		return
 	}
-	g.Min, g.Max = time.Duration(min), time.Duration(max)
-	g.Mean = time.Duration(sum / g.Count)
-	q := func(p float64) time.Duration {
-		return time.Duration(hist.Quantile(a.h, g.Count, p, min, max))
-	}
-	g.P50, g.P90, g.P95, g.P99 = q(0.5), q(0.9), q(0.95), q(0.99)
-	for b, n := range a.h {
-		if n == 0 {
-			continue
-		}
-		hb := events.HistBin{Lower: hist.Lower(b), Count: uint64(n)}
-		if b < hist.Overflow {
-			hb.Upper = hist.Upper(b)
-		}
-		g.Histogram = append(g.Histogram, hb)
-	}
+	var d events.Distribution
+	d.Set(a.h, g.Count, sum, min, max)
+	g.Min, g.Mean, g.Max, g.Sum = d.Min, d.Mean, d.Max, d.Sum
+	g.P50, g.P90, g.P95, g.P99 = d.P50, d.P90, d.P95, d.P99
+	g.Histogram = d.Histogram
 }
 
 func addTraffic(t *events.Traffic, pkts, bytes, ecn [4]uint64) {

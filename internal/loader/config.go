@@ -21,6 +21,23 @@ type Config struct {
 	RTTRateUseSRTT bool
 	TrackTCP       bool
 	TrackICMP      bool
+	// TCPMode says where TCP data samples (TrackTCP) come from:
+	// timestamps, sequence numbers, or each where it can (docs/sources.md).
+	TCPMode TCPMode
+	// TrackTCPHandshake reports handshake samples (SYN -> SYN-ACK,
+	// SYN-ACK -> ACK); SYNs then open flows.
+	TrackTCPHandshake bool
+	// TrackDNS reports DNS query -> response times over UDP and TCP to
+	// and from the server ports DNSPorts (0: unused slot).
+	TrackDNS bool
+	DNSPorts [DNSPortSlots]uint16
+	// DNSNames reports the question's name with each DNS sample; off, the
+	// programs never read it.
+	DNSNames bool
+	// TrackQUIC reports the end-to-end RTT the QUIC spin bit shows, on
+	// UDP to and from the ports QUICPorts (0: unused slot).
+	TrackQUIC bool
+	QUICPorts [QUICPortSlots]uint16
 	// IncludeSYN timestamps SYNs and lets them open flows.
 	IncludeSYN bool
 	// IncludeLocal also timestamps packets addressed to this host, so the
@@ -59,6 +76,29 @@ type Config struct {
 	// zero value is the whole program.
 	Steps Step
 }
+
+// TCPMode is where TCP data samples come from (enum tcp_mode in
+// bpf/config.h).
+type TCPMode uint32
+
+// The TCP modes.
+const (
+	// TCPAuto uses the timestamps of segments that carry the option and
+	// the sequence numbers of those that do not.
+	TCPAuto       TCPMode = 0
+	TCPTimestamps TCPMode = 1 // timestamps only (ePPing)
+	TCPSequence   TCPMode = 2 // sequence and ACK numbers only
+)
+
+// DNSPortSlots and QUICPortSlots are how many DNS server and QUIC ports
+// the programs compare with.
+const (
+	DNSPortSlots  = 4
+	QUICPortSlots = 4
+)
+
+// TCPModeNames name the modes in flag order (--tcp-mode).
+var TCPModeNames = []string{"auto", "ts", "seq"}
 
 // Step is a step of the data path, in the order the steps add cost (enum
 // step in bpf/config.h).
@@ -101,6 +141,8 @@ func DefaultConfig() Config {
 		AggPrefixV4:      24,
 		AggPrefixV6:      48,
 		PrefixMapSize:    DefaultPrefixMapSize,
+		DNSPorts:         [DNSPortSlots]uint16{53},
+		QUICPorts:        [QUICPortSlots]uint16{443},
 	}
 }
 
@@ -111,8 +153,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rate limit must be >= 0, got %v", c.RateLimit)
 	case c.RTTRate < 0 || math.IsNaN(c.RTTRate) || c.RTTRate > 1e6:
 		return fmt.Errorf("rtt rate must be between 0 and 1e6, got %v", c.RTTRate)
-	case !c.TrackTCP && !c.TrackICMP:
-		return fmt.Errorf("nothing to track: enable TCP and/or ICMP")
+	case !c.TrackTCP && !c.TrackICMP && !c.TrackTCPHandshake && !c.TrackDNS && !c.TrackQUIC:
+		return fmt.Errorf("nothing to track: enable TCP, the TCP handshake, ICMP, DNS and/or QUIC")
+	case c.TrackQUIC && c.QUICPorts == [QUICPortSlots]uint16{}:
+		return fmt.Errorf("QUIC tracking needs at least one QUIC port")
+	case c.DNSNames && !c.TrackDNS:
+		return fmt.Errorf("--dns-names needs --dns")
+	case c.TrackDNS && c.DNSPorts == [DNSPortSlots]uint16{}:
+		return fmt.Errorf("DNS tracking needs at least one DNS port")
+	case c.TCPMode > TCPSequence:
+		return fmt.Errorf("unknown TCP mode %d", c.TCPMode)
 	case c.TCPFlowTimeout <= 0 || c.OtherFlowTimeout <= 0 || c.TimestampTimeout <= 0:
 		return fmt.Errorf("timeouts must be > 0")
 	case c.FlowMapSize == 0 || c.TimestampMapSize == 0:

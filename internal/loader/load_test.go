@@ -33,6 +33,25 @@ func TestLoadPassesVerifier(t *testing.T) {
 		"aggregate-all": func(c *Config) {
 			c.Aggregate, c.TrackICMP, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true
 		},
+		// The RTT sources (docs/sources.md). Few variants, each
+		// covering several switches: every one costs a load of every
+		// program, which takes tens of seconds in the qemu VMs.
+		"tcp-seq":               func(c *Config) { c.TCPMode = TCPSequence },
+		"handshake-only":        func(c *Config) { c.TrackTCP, c.TrackTCPHandshake = false, true },
+		"seq-handshake-ts-mode": func(c *Config) { c.TCPMode, c.TrackTCPHandshake = TCPTimestamps, true },
+		"udp-only": func(c *Config) {
+			c.TrackTCP, c.TrackDNS, c.DNSNames, c.TrackQUIC = false, true, true, true
+		},
+		"sources-all": func(c *Config) {
+			c.TrackICMP, c.TrackTCPHandshake, c.IncludeSYN, c.IncludeLocal, c.HaveL3Ifaces = true, true, true, true, true
+			c.TrackDNS, c.DNSNames, c.TrackQUIC = true, true, true
+			c.DNSPorts = [DNSPortSlots]uint16{53, 5353, 853, 8053}
+			c.QUICPorts = [QUICPortSlots]uint16{443, 8443, 4433, 784}
+		},
+		"sources-all-replay-aggregate-summary": func(c *Config) {
+			c.TrackICMP, c.TrackTCPHandshake, c.Replay, c.Aggregate, c.FlowSummary = true, true, true, true, true
+			c.TrackDNS, c.DNSNames, c.TrackQUIC = true, true, true
+		},
 	}
 	for name, mod := range variants {
 		t.Run(name, func(t *testing.T) {

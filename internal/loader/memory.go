@@ -91,6 +91,7 @@ func (o *Objects) maps() map[string]*ebpf.Map {
 		"counters": o.Counters, "l3_ifaces": o.L3Ifaces,
 		"flow_zero": o.FlowZero, "summary_map": o.SummaryMap, "summary_zero": o.SummaryZero,
 		"summaries": o.Summaries, "summary_scratch": o.SummaryScratch,
+		"dns_names": o.DnsNames,
 	}
 }
 

@@ -164,7 +164,7 @@ func fillSummary(out *events.FlowSummary, key []byte, fs *probe.RttscopeFlowStat
 	for i, d := range []*events.FlowDirSummary{&out.Src, &out.Dst} {
 		side := (i ^ int(fs.Opener)) & 1
 		f, m := &fs.Dir[side], &sum.Dir[side]
-		d.Set(f.SentPkts, f.SentBytes, m.Count, m.Sum, f.MinRtt, m.Max, m.Hist[:])
+		d.Set(f.SentPkts, f.SentBytes, m.Count, m.Sum, f.MinRtt, m.Max, m.Hist[:], m.SourceCount[:])
 	}
 }
 

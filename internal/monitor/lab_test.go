@@ -81,48 +81,15 @@ func TestLabICMPMatchesPinger(t *testing.T) {
 func TestLabTCPBulkMedian(t *testing.T) {
 	l := sharedLab(t)
 	const port = 5201
-	for i, s := range l.Servers {
-		for _, a := range []netip.Addr{l.ServerAddr4[i], l.ServerAddr6[i]} {
-			sk, err := traffic.NewSink(s, a, port)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { sk.Close() })
-		}
-	}
-
-	// Base RTT of the lab, per path.
-	var base []*pingTarget
-	for i := range l.Servers {
-		base = append(base, &pingTarget{dst: l.ServerAddr4[i], id: uint16(0x4200 + i)})
-	}
-	pingAll(l, base, 10, 30*time.Millisecond)
+	sinkOnEveryServer(t, l, port)
+	base := basePings(l, 0x4200)
 
 	r := startMonitor(t, Options{
 		Interfaces: l.MiddleboxServerIf,
 		Netns:      l.Middlebox.Name,
 		BPF:        bpfConfig(true, false, 0),
 	})
-	const dur, pacing = 3 * time.Second, 15_000_000
-	type flow struct {
-		path int
-		dst  netip.Addr
-		res  traffic.BulkResult
-		err  error
-	}
-	var flows []*flow
-	for i := range l.Servers {
-		flows = append(flows, &flow{path: i, dst: l.ServerAddr4[i]}, &flow{path: i, dst: l.ServerAddr6[i]})
-	}
-	var wg sync.WaitGroup
-	for _, f := range flows {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), dur+20*time.Second)
-			defer cancel()
-			f.res, f.err = traffic.BulkStats(ctx, l.Client, netip.AddrPortFrom(f.dst, port), dur, pacing)
-		})
-	}
-	wg.Wait()
+	flows := bulkToEveryServer(l, port)
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -141,13 +108,7 @@ func TestLabTCPBulkMedian(t *testing.T) {
 			t.Errorf("bulk to %s: only %d TCP samples", f.dst, len(evs))
 			continue
 		}
-		conf := sharedRTT[f.path]
-		var baseRTT time.Duration
-		if b := base[f.path]; b.err == nil && len(b.replies) > 0 {
-			baseRTT = max(0, stats.Median(pingRTTs(b.replies))-conf)
-		} else {
-			t.Errorf("base ping of path %d: %v (%d replies)", f.path, b.err, len(b.replies))
-		}
+		conf, baseRTT := sharedRTT[f.path], baseRTT(t, base, f.path)
 		want := conf + baseRTT
 		got := stats.Median(sampleRTTs(evs))
 		t.Logf("path %d %s: %d bytes acked in %v, %d retransmits, kernel srtt %v; %d samples, median %s, min %s; configured %v + base %s = %s",
@@ -157,6 +118,73 @@ func TestLabTCPBulkMedian(t *testing.T) {
 			t.Errorf("path %d %s: TCP median %s, want %s ± 2 ms", f.path, f.dst, ms(got), ms(want))
 		}
 	}
+}
+
+// sinkOnEveryServer runs a TCP sink on port of each server address until
+// the test ends.
+func sinkOnEveryServer(t *testing.T, l *lab.Lab, port uint16) {
+	t.Helper()
+	for i, s := range l.Servers {
+		for _, a := range []netip.Addr{l.ServerAddr4[i], l.ServerAddr6[i]} {
+			sk, err := traffic.NewSink(s, a, port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sk.Close() })
+		}
+	}
+}
+
+// basePings pings every path's IPv4 server (echo ids from id on) to learn
+// the lab's own RTT next to the configured one (see baseRTT).
+func basePings(l *lab.Lab, id uint16) []*pingTarget {
+	var base []*pingTarget
+	for i := range l.Servers {
+		base = append(base, &pingTarget{dst: l.ServerAddr4[i], id: id + uint16(i)})
+	}
+	pingAll(l, base, 10, 30*time.Millisecond)
+	return base
+}
+
+// baseRTT is what the lab adds to path's configured RTT: the median of its
+// base ping minus the configured RTT (clamped to >= 0).
+func baseRTT(t *testing.T, base []*pingTarget, path int) time.Duration {
+	t.Helper()
+	b := base[path]
+	if b.err != nil || len(b.replies) == 0 {
+		t.Errorf("base ping of path %d: %v (%d replies)", path, b.err, len(b.replies))
+		return 0
+	}
+	return max(0, stats.Median(pingRTTs(b.replies))-sharedRTT[path])
+}
+
+// bulkFlow is one paced bulk transfer of bulkToEveryServer.
+type bulkFlow struct {
+	path int
+	dst  netip.Addr
+	res  traffic.BulkResult
+	err  error
+}
+
+// bulkToEveryServer runs, at once, a 3 s bulk transfer paced at 15 Mbit/s
+// from the client to port on each server address (IPv4 and IPv6 of every
+// path) and returns when all have ended.
+func bulkToEveryServer(l *lab.Lab, port uint16) []*bulkFlow {
+	const dur, pacing = 3 * time.Second, 15_000_000
+	var flows []*bulkFlow
+	for i := range l.Servers {
+		flows = append(flows, &bulkFlow{path: i, dst: l.ServerAddr4[i]}, &bulkFlow{path: i, dst: l.ServerAddr6[i]})
+	}
+	var wg sync.WaitGroup
+	for _, f := range flows {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), dur+20*time.Second)
+			defer cancel()
+			f.res, f.err = traffic.BulkStats(ctx, l.Client, netip.AddrPortFrom(f.dst, port), dur, pacing)
+		})
+	}
+	wg.Wait()
+	return flows
 }
 
 func slicesMin(d []time.Duration) time.Duration {
@@ -351,10 +379,12 @@ func TestLabKill9LeavesNothing(t *testing.T) {
 			select {
 			case line := <-watching:
 				t.Logf("subprocess: %s", line)
-			case <-time.After(20 * time.Second):
+			// Generous: under qemu's TCG on a loaded host, loading and
+			// verifying every program has taken longer than 20 s.
+			case <-time.After(90 * time.Second):
 				logMu.Lock()
 				defer logMu.Unlock()
-				t.Fatalf("no \"watching\" line within 20s; stderr:\n%s", log.String())
+				t.Fatalf("no \"watching\" line within 90s; stderr:\n%s", log.String())
 			}
 			h := hooksOn(t, l.Middlebox, ifname)
 			switch {

@@ -38,14 +38,19 @@ const (
 	TypeAggregate   = "aggregate"
 	TypeFlowSummary = "flow_summary"
 	TypeAnonKey     = "anon_key"
+	TypePDM         = "pdm"
+	TypePDMInterval = "pdm_interval"
 )
 
 // Row is one record. Every row has RecordType and Timestamp; which other
 // columns it fills depends on its type (docs/files.md):
 //
-//   - rtt: the flow columns, rtt, min_rtt, smoothed_rtt, match_on_egress
-//     and (without --minimal) the four counters;
+//   - rtt: the flow columns, rtt, min_rtt, smoothed_rtt, match_on_egress,
+//     source, for DNS samples dns_qtype, dns_rcode, dns_truncated and
+//     (--dns-names) dns_name, and
+//     (without --minimal) the four counters;
 //   - flow_event: the flow columns, flow_event, reason, triggered_by;
+//   - pdm, pdm_interval (rttscope pdm): the flow columns and record;
 //   - stats, aggregate, flow_summary, anon_key: record, the record's jsonl
 //     object as JSON text, so that these records, a few per interval, keep
 //     every field of the json formats. (A JSON logical type is not used:
@@ -73,6 +78,11 @@ type Row struct {
 	RecBytes      *uint64 `parquet:"rec_bytes,optional,zstd"`
 	MatchOnEgress *bool   `parquet:"match_on_egress,optional,zstd"`
 	SmoothedRTT   *int64  `parquet:"smoothed_rtt,optional,zstd"`
+	Source        *string `parquet:"source,optional,dict,zstd"`
+	DNSQType      *string `parquet:"dns_qtype,optional,dict,zstd"`
+	DNSRCode      *string `parquet:"dns_rcode,optional,dict,zstd"`
+	DNSTruncated  *bool   `parquet:"dns_truncated,optional,zstd"`
+	DNSName       *string `parquet:"dns_name,optional,dict,zstd"`
 	FlowEvent     *string `parquet:"flow_event,optional,dict,zstd"`
 	Reason        *string `parquet:"reason,optional,dict,zstd"`
 	TriggeredBy   *string `parquet:"triggered_by,optional,dict,zstd"`
@@ -101,6 +111,7 @@ type Writer struct {
 	jsonBuf strings.Builder
 	jsonl   format.Writer
 	strs    strCache
+	dnsStrs map[uint32]*string
 	closed  bool
 	err     error // sticky until Restart
 }
@@ -111,7 +122,7 @@ func New(w io.Writer, opts format.Options) (*Writer, error) {
 	if w == nil {
 		return nil, errors.New("parquetout: nil io.Writer")
 	}
-	pw := &Writer{dst: w, opts: opts, strs: strCache{}, cur: newBatch(),
+	pw := &Writer{dst: w, opts: opts, strs: strCache{}, dnsStrs: map[uint32]*string{}, cur: newBatch(),
 		free: make(chan *batch, 1), work: make(chan *batch, 1), synced: make(chan error)}
 	pw.free <- newBatch()
 	var err error
@@ -214,6 +225,18 @@ func (c strCache) addr(e *events.Endpoint) *string {
 	return &s
 }
 
+// dnsText returns the mnemonic appendTo renders for value v of kind
+// (0: question type, 1: rcode), one string per value for all rows.
+func (w *Writer) dnsText(kind, v uint16, appendTo func([]byte) []byte) *string {
+	k := uint32(kind)<<16 | uint32(v)
+	if p, ok := w.dnsStrs[k]; ok {
+		return p
+	}
+	p := ptr(string(appendTo(nil)))
+	w.dnsStrs[k] = p
+	return p
+}
+
 var protoNames = map[events.Protocol]*string{}
 
 func protoName(p events.Protocol) *string {
@@ -222,6 +245,21 @@ func protoName(p events.Protocol) *string {
 	}
 	s := p.String()
 	return &s
+}
+
+// sourceNames are the names of the RTT sources, shared by every row.
+var sourceNames = func() (n [events.NumSources]*string) {
+	for i := range n {
+		n[i] = ptr(events.Source(i).String())
+	}
+	return n
+}()
+
+func sourceName(s events.Source) *string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return ptr(s.String())
 }
 
 func init() {
@@ -311,8 +349,16 @@ func (w *Writer) WriteRTT(e *events.RTT) error {
 	}
 	r := Row{RecordType: *strRTT, Timestamp: e.Time,
 		RTT: w.cur.i64.ptr(int64(e.RTT)), MinRTT: w.cur.i64.ptr(int64(e.MinRTT)), SmoothedRTT: w.cur.i64.ptr(int64(e.SmoothedRTT)),
-		MatchOnEgress: w.cur.bools.ptr(e.MatchOnEgress)}
+		MatchOnEgress: w.cur.bools.ptr(e.MatchOnEgress), Source: sourceName(e.Source)}
 	w.fillFlow(&r, &e.Flow)
+	if e.Source == events.SourceDNS {
+		r.DNSQType = w.dnsText(0, e.DNS.QType, e.DNS.AppendQType)
+		r.DNSRCode = w.dnsText(1, uint16(e.DNS.RCode), e.DNS.AppendRCode)
+		r.DNSTruncated = w.cur.bools.ptr(e.DNS.Truncated)
+		if e.DNS.Name != "" {
+			r.DNSName = ptr(e.DNS.Name)
+		}
+	}
 	if !w.opts.Minimal {
 		r.SentPackets, r.SentBytes = w.cur.u64.ptr(e.SentPackets), w.cur.u64.ptr(e.SentBytes)
 		r.RecPackets, r.RecBytes = w.cur.u64.ptr(e.RecPackets), w.cur.u64.ptr(e.RecBytes)
@@ -342,6 +388,11 @@ func (w *Writer) WriteFlow(e *events.FlowEvent) error {
 // jsonRow adds a row of type typ holding the record the jsonl writer
 // renders with write.
 func (w *Writer) jsonRow(typ string, ts int64, write func(format.Writer) error) error {
+	return w.flowJSONRow(typ, ts, nil, write)
+}
+
+// flowJSONRow is jsonRow with the flow columns of f (when not nil).
+func (w *Writer) flowJSONRow(typ string, ts int64, f *events.Flow, write func(format.Writer) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.jsonBuf.Reset()
@@ -352,7 +403,11 @@ func (w *Writer) jsonRow(typ string, ts int64, write func(format.Writer) error) 
 		return err
 	}
 	rec := strings.TrimSuffix(w.jsonBuf.String(), "\n")
-	return w.add(Row{RecordType: typ, Timestamp: ts, Record: &rec})
+	r := Row{RecordType: typ, Timestamp: ts, Record: &rec}
+	if f != nil {
+		w.fillFlow(&r, f)
+	}
+	return w.add(r)
 }
 
 // WriteStats implements format.Writer.
@@ -373,6 +428,17 @@ func (w *Writer) WriteFlowSummary(s *events.FlowSummary) error {
 // WriteAnonKey implements format.Writer.
 func (w *Writer) WriteAnonKey(k *events.AnonKey) error {
 	return w.jsonRow(TypeAnonKey, k.Time, func(j format.Writer) error { return j.WriteAnonKey(k) })
+}
+
+// WritePDM implements format.Writer: the flow columns, and the record as
+// JSON (its fields are many and mostly zero outside PDM).
+func (w *Writer) WritePDM(p *events.PDM) error {
+	return w.flowJSONRow(TypePDM, p.Time, &p.Flow, func(j format.Writer) error { return j.WritePDM(p) })
+}
+
+// WritePDMInterval implements format.Writer, as WritePDM.
+func (w *Writer) WritePDMInterval(p *events.PDMInterval) error {
+	return w.flowJSONRow(TypePDMInterval, p.Time, &p.Flow, func(j format.Writer) error { return j.WritePDMInterval(p) })
 }
 
 // Flush implements format.Writer. It moves buffered rows into the open

@@ -23,6 +23,8 @@ func sample(i int) *events.RTT {
 		},
 		RTT: time.Duration(10_000_000 + i), MinRTT: 10_000_000, SmoothedRTT: time.Duration(10_000_000 + i/2),
 		SentPackets: uint64(i), SentBytes: uint64(i * 1448), RecPackets: uint64(i / 2), RecBytes: uint64(i * 20),
+		Source: events.Source(i % events.NumSources),
+		DNS:    events.DNSInfo{QType: uint16(i % 3 * 14), RCode: uint8(i % 4), Name: []string{"", "a.example."}[i%4/2]},
 	}
 }
 
@@ -69,8 +71,16 @@ func TestRoundTrip(t *testing.T) {
 	if r.RecordType != TypeRTT || r.Timestamp != s.Time || *r.RTT != int64(s.RTT) || *r.MinRTT != int64(s.MinRTT) ||
 		*r.SmoothedRTT != int64(s.SmoothedRTT) || *r.SrcIP != "192.0.2.10" || *r.DestIP != "10.0.0.1" ||
 		*r.SrcPort != 443 || *r.DestPort != int32(s.Flow.Dst.Port) || *r.Protocol != "TCP" ||
-		*r.SentBytes != s.SentBytes || *r.RecPackets != s.RecPackets || *r.MatchOnEgress {
+		*r.SentBytes != s.SentBytes || *r.RecPackets != s.RecPackets || *r.MatchOnEgress ||
+		*r.Source != "tcp_syn" /* 123 % NumSources */ || r.DNSQType != nil {
 		t.Errorf("row %+v for %+v", r, s)
+	}
+	// 124 % NumSources is dns: QType 124%3*14 = 14 (TYPE14), RCode 0.
+	if d := rows[124]; *d.Source != "dns" || *d.DNSQType != "TYPE14" || *d.DNSRCode != "NOERROR" || *d.DNSTruncated || d.DNSName != nil {
+		t.Errorf("dns row %+v", d)
+	}
+	if d := rows[130]; *d.Source != "dns" || *d.DNSName != "a.example." {
+		t.Errorf("dns row %+v", d)
 	}
 	f := rows[n]
 	if f.RecordType != TypeFlow || *f.FlowEvent != "closing" || *f.Reason != "FIN" || *f.TriggeredBy != "src" || f.RTT != nil {

@@ -37,6 +37,9 @@ type BenchResult struct {
 	// OverEmpty is each case's median minus the empty program's.
 	OverEmpty map[string]float64 `json:"ns_over_empty"`
 	Targets   map[string]string  `json:"targets"`
+	// Reader: the user-space cost per record, the baseline, packet and
+	// interval mode alternating, three rounds each.
+	Reader []ReaderResult `json:"reader"`
 	// Throughput: TCP bulk transfers with PDM off and on (when asked for).
 	Throughput *ThroughputResult `json:"throughput,omitempty"`
 }
@@ -73,13 +76,6 @@ func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, er
 		return nil, err
 	}
 	defer func() { _ = objs.Close() }()
-	// --pdm-report interval: the same programs folding into accumulators
-	// instead of sending events.
-	iobjs, err := Load(Config{MapSize: DefaultMapSize, Lifetime: DefaultLifetime, Report: ReportInterval})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = iobjs.Close() }()
 	var empty probe.EmptyObjects
 	if err := probe.LoadEmptyObjects(&empty, nil); err != nil {
 		return nil, fmt.Errorf("load empty program: %w", err)
@@ -92,13 +88,8 @@ func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, er
 	defer rb.Close()
 	// drain empties the ring buffer, so that the ingress case measures
 	// events sent, not a full buffer refusing them.
-	drain := func() {
-		for rb.AvailableBytes() > 0 {
-			if _, err := rb.Read(); err != nil {
-				return
-			}
-		}
-	}
+	var rec ringbuf.Record
+	drain := func() { _ = drainRing(rb, &rec, func([]byte) error { return nil }) }
 
 	a := netip.MustParseAddr("2001:db8::a")
 	b := netip.MustParseAddr("2001:db8::b")
@@ -117,8 +108,6 @@ func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, er
 		{"egress_skip_ipv4", objs.PdmTcEgress, v4.MustBytes(), true},
 		{"ingress_pdm_udp", objs.PdmTcIngress, withOpt.MustBytes(), true},
 		{"ingress_no_pdm_udp", objs.PdmTcIngress, rep.MustBytes(), true},
-		{"ingress_pdm_udp_interval", iobjs.PdmTcIngress, withOpt.MustBytes(), true},
-		{"ingress_no_pdm_udp_interval", iobjs.PdmTcIngress, rep.MustBytes(), true},
 	}
 	// Warm-up: state exists, caches are hot.
 	for _, c := range cases {
@@ -199,6 +188,21 @@ func Bench(ctx context.Context, o BenchOptions, log io.Writer) (*BenchResult, er
 		s := r.Cases[n]
 		fmt.Fprintf(log, "%-34s median %6.1f ns/run (IQR %5.1f, min %6.1f, max %6.1f), %+6.1f ns over empty\n",
 			n, s.Median, s.IQR, s.Min, s.Max, r.OverEmpty[n])
+	}
+	for range 3 {
+		for i, every := range []time.Duration{0, 0, 100 * time.Millisecond} {
+			var base *ebpf.Program
+			if i == 0 {
+				base = empty.EmptyTc
+			}
+			rr, err := benchReader(objs, every, time.Second, base)
+			if err != nil {
+				return r, err
+			}
+			r.Reader = append(r.Reader, rr)
+			fmt.Fprintf(log, "reader, %-8s %6d records: %5.2f µs of CPU and %.3f context switches per record\n",
+				rr.Mode, rr.Records, rr.CPUMicrosPerRecord, rr.CtxSwitchesPerRecord)
+		}
 	}
 	if o.ThroughputRounds > 0 {
 		if r.Throughput, err = BenchThroughput(ctx, o.ThroughputRounds, o.ThroughputDuration, log); err != nil {

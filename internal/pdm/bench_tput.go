@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rttscope/rttscope/internal/bench"
+	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/probe"
 	"github.com/rttscope/rttscope/internal/traffic"
@@ -130,7 +131,7 @@ func throughputTransfer(ctx context.Context, l *lab.Lab, dst netip.AddrPort, d t
 			node   *lab.Node
 			ifname string
 		}{{l.Client, lab.ClientIf}, {l.Servers[0], lab.ServerIf}} {
-			w, _ := NewWriter(io.Discard, "jsonl")
+			w, _ := format.New("jsonl", io.Discard, format.Options{})
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/probe"
 	"github.com/rttscope/rttscope/internal/testutil"
@@ -120,7 +121,7 @@ func bulkTransfer(ctx context.Context, t *testing.T, l *lab.Lab, dst netip.AddrP
 			node   *lab.Node
 			ifname string
 		}{{l.Client, lab.ClientIf}, {l.Servers[0], lab.ServerIf}} {
-			w, _ := NewWriter(io.Discard, "jsonl")
+			w, _ := format.New("jsonl", io.Discard, format.Options{})
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -1,119 +1,161 @@
 package pdm
 
 import (
-	"errors"
-	"fmt"
-	"net/netip"
-	"time"
+	"bytes"
+	"cmp"
+	"math"
+	"slices"
 
-	"github.com/cilium/ebpf"
-
-	"github.com/rttscope/rttscope/internal/probe"
+	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/hist"
 )
 
-// Stat summarizes the samples of one delay over an interval, in ns. Min
-// and Max are 0 when Count is.
-type Stat struct {
-	Count uint64 `json:"count"`
-	Sum   uint64 `json:"sum"`
-	Min   uint64 `json:"min"`
-	Max   uint64 `json:"max"`
+// Aggregator folds PDM records into per-5-tuple distributions of DTLR,
+// DTLS and network RTT over intervals (--pdm-report interval), binned in
+// user space with the log-linear histogram of aggregated mode
+// (internal/hist; docs/pdm.md says why not in the kernel). A record
+// belongs to the interval that holds its timestamp: Split starts routing
+// records at or after a boundary to the next interval, Close ends the
+// current one. Not safe for concurrent use.
+type Aggregator struct {
+	cur, next map[tupleKey]*tupleAcc
+	boundary  int64    // records at or after it go to next
+	h         []uint32 // scratch: one distribution's bins, dense
+	keys      []tupleKey
+	out       events.PDMInterval
+	closedAt  int64 // end of the last interval closed
+	// Late counts records timed before the end of an interval already
+	// closed, folded into the current one instead: none when every
+	// record of an interval is read before it closes (Run waits for the
+	// programs, Read feeds the capture in order).
+	Late uint64
 }
 
-func (s *Stat) add(a probe.PdmPdmStat) {
-	if a.Count == 0 {
+// tupleKey names the sender of the options (src) and where they were
+// seen: plain bytes, which hash several times faster than events.Flow.
+type tupleKey struct {
+	src, dst     [16]byte
+	sport, dport uint16
+	proto        events.Protocol
+	egress       bool
+}
+
+type tupleAcc struct {
+	flow            events.Flow
+	dtlr, dtls, net acc
+}
+
+// acc holds the samples of one delay: exact count, sum, min and max, and
+// the non-empty histogram bins (a 5-tuple's samples fill few of the
+// 865, so a map is far smaller than the dense array).
+type acc struct {
+	count, sum, min, max uint64
+	bins                 map[uint16]uint32
+}
+
+func (a *acc) add(d int64) {
+	v := uint64(max(d, 0))
+	if a.count == 0 || v < a.min {
+		a.min = v
+	}
+	a.max = max(a.max, v)
+	a.count++
+	a.sum += v
+	if a.bins == nil {
+		a.bins = make(map[uint16]uint32, 4)
+	}
+	a.bins[uint16(hist.Bin(v))]++
+}
+
+// NewAggregator returns an Aggregator with an empty interval.
+func NewAggregator() *Aggregator {
+	return &Aggregator{cur: map[tupleKey]*tupleAcc{}, next: map[tupleKey]*tupleAcc{},
+		boundary: math.MaxInt64, closedAt: math.MinInt64, h: make([]uint32, hist.Bins)}
+}
+
+// Add folds the delays of p into its 5-tuple's distributions. What is a
+// sample: a DTLR or DTLS that is not 0 on the wire (0: the sender had no
+// such delta yet), and a network RTT when the record has one.
+func (a *Aggregator) Add(p *events.PDM) {
+	if p.DeltaLastRecv == 0 && p.DeltaLastSent == 0 && !p.HasNetworkRTT {
 		return
 	}
-	if s.Count == 0 || a.Min < s.Min {
-		s.Min = a.Min
+	m := a.cur
+	if p.Time >= a.boundary {
+		m = a.next
 	}
-	s.Max = max(s.Max, a.Max)
-	s.Count += a.Count
-	s.Sum += a.Sum
+	if p.Time < a.closedAt {
+		a.Late++
+	}
+	f := &p.Flow
+	k := tupleKey{src: f.Src.IP.As16(), dst: f.Dst.IP.As16(), sport: f.Src.Port, dport: f.Dst.Port, proto: f.Proto, egress: p.Egress}
+	t := m[k]
+	if t == nil {
+		t = &tupleAcc{flow: *f}
+		m[k] = t
+	}
+	if p.DeltaLastRecv != 0 {
+		t.dtlr.add(int64(p.DTLR))
+	}
+	if p.DeltaLastSent != 0 {
+		t.dtls.add(int64(p.DTLS))
+	}
+	if p.HasNetworkRTT {
+		t.net.add(int64(p.NetworkRTT))
+	}
 }
 
-// Accum is what the kernel folded for one 5-tuple and direction in one
-// interval (--pdm-report interval), summed over CPUs.
-type Accum struct {
-	Key        probe.PdmPdmAccKey
-	DTLR, DTLS Stat
-	NetworkRTT Stat
-}
+// Split makes records timed at or after boundary (Unix ns) go to the next
+// interval until Close.
+func (a *Aggregator) Split(boundary int64) { a.boundary = boundary }
 
-// IntervalRecord is the record of an Accum, as written in json/jsonl
-// (docs/pdm.md lists the fields).
-type IntervalRecord struct {
-	Timestamp  int64  `json:"timestamp"` // Unix ns, end of the interval
-	IntervalNs int64  `json:"interval"`  // its length
-	SrcIP      string `json:"src_ip"`
-	SrcPort    uint16 `json:"src_port"`
-	DestIP     string `json:"dest_ip"`
-	DestPort   uint16 `json:"dest_port"`
-	Protocol   string `json:"protocol"`
-	Direction  string `json:"direction"`
-	DTLR       Stat   `json:"dtlr"`
-	DTLS       Stat   `json:"dtls"`
-	NetworkRTT Stat   `json:"network_rtt"`
-}
-
-// NewIntervalRecord names the sender of the packets as the source, as the
-// per-packet records do.
-func NewIntervalRecord(a *Accum, end time.Time, length time.Duration) IntervalRecord {
-	k := &a.Key.Tuple
-	r := IntervalRecord{
-		Timestamp: end.UnixNano(), IntervalNs: int64(length),
-		SrcIP: netip.AddrFrom16(k.Remote).String(), SrcPort: k.Rport, DestIP: netip.AddrFrom16(k.Local).String(), DestPort: k.Lport,
-		Protocol: protoName(k.Proto), Direction: "ingress",
-		DTLR: a.DTLR, DTLS: a.DTLS, NetworkRTT: a.NetworkRTT,
+// Close ends the interval [start, end) and calls fn with the record of
+// each 5-tuple that had samples in it, ordered by addresses, ports,
+// protocol and direction. The record is only valid during the call. The
+// next interval holds what came at or after the Split boundary.
+func (a *Aggregator) Close(start, end int64, fn func(*events.PDMInterval) error) error {
+	a.keys = a.keys[:0]
+	for k := range a.cur {
+		a.keys = append(a.keys, k)
 	}
-	if a.Key.Egress != 0 {
-		r.Direction = "egress"
-		r.SrcIP, r.SrcPort, r.DestIP, r.DestPort = r.DestIP, r.DestPort, r.SrcIP, r.SrcPort
-	}
-	return r
-}
-
-// Collect starts a new interval and returns what the kernel folded in the
-// earlier ones, deleting it. settle is how long to wait after switching
-// epochs before reading, for programs that read the old epoch just before
-// the switch to finish (a program run takes well under a microsecond).
-func (o *Objects) Collect(settle time.Duration) ([]Accum, error) {
-	var epoch uint32
-	if err := o.PdmEpoch.Lookup(uint32(0), &epoch); err != nil {
-		return nil, fmt.Errorf("read PDM interval epoch: %w", err)
-	}
-	epoch++
-	if err := o.PdmEpoch.Update(uint32(0), epoch, ebpf.UpdateAny); err != nil {
-		return nil, fmt.Errorf("start PDM interval: %w", err)
-	}
-	if settle > 0 {
-		time.Sleep(settle)
-	}
-	var (
-		key  probe.PdmPdmAccKey
-		vals []probe.PdmPdmAccVal
-		out  []Accum
-	)
-	it := o.PdmAcc.Iterate()
-	for it.Next(&key, &vals) {
-		if key.Epoch == epoch {
-			continue
+	slices.SortFunc(a.keys, compareKeys)
+	var err error
+	for _, k := range a.keys {
+		if err != nil {
+			break
 		}
-		a := Accum{Key: key}
-		for i := range vals {
-			a.DTLR.add(vals[i].Dtlr)
-			a.DTLS.add(vals[i].Dtls)
-			a.NetworkRTT.add(vals[i].Net)
-		}
-		out = append(out, a)
+		t := a.cur[k]
+		r := &a.out
+		r.Time, r.Start, r.Flow, r.Egress = end, start, t.flow, k.egress
+		a.set(&r.DTLR, &t.dtlr)
+		a.set(&r.DTLS, &t.dtls)
+		a.set(&r.NetworkRTT, &t.net)
+		err = fn(r)
 	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("read PDM accumulators: %w", err)
+	clear(a.cur)
+	a.cur, a.next = a.next, a.cur
+	a.boundary = math.MaxInt64
+	a.closedAt = max(a.closedAt, end)
+	return err
+}
+
+func (a *Aggregator) set(d *events.Distribution, s *acc) {
+	clear(a.h)
+	for b, n := range s.bins {
+		a.h[b] = n
 	}
-	for i := range out {
-		if err := o.PdmAcc.Delete(&out[i].Key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return out, fmt.Errorf("reset PDM accumulators: %w", err)
-		}
+	d.Set(a.h, s.count, s.sum, s.min, s.max)
+}
+
+func compareKeys(x, y tupleKey) int {
+	return cmp.Or(bytes.Compare(x.src[:], y.src[:]), bytes.Compare(x.dst[:], y.dst[:]),
+		cmp.Compare(x.sport, y.sport), cmp.Compare(x.dport, y.dport),
+		cmp.Compare(x.proto, y.proto), cmp.Compare(boolInt(x.egress), boolInt(y.egress)))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
 	}
-	return out, nil
+	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/testutil"
 )
@@ -35,13 +36,13 @@ func TestLabInterval(t *testing.T) {
 	ready := make(chan struct{}, len(runs))
 	for i, r := range runs {
 		outs[i] = new(bytes.Buffer)
-		w, _ := NewWriter(outs[i], "jsonl")
+		w, _ := format.New("jsonl", outs[i], format.Options{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			errs[i] = Run(runCtx, Options{Interfaces: []string{r.ifname}, Netns: r.node.Name, Output: w,
-				Ready: func() { ready <- struct{}{} }, Interval: 100 * time.Millisecond,
-				Config: Config{MapSize: DefaultMapSize, Lifetime: DefaultLifetime, Report: ReportInterval}})
+				Ready: func() { ready <- struct{}{} }, Reporting: Reporting{Report: ReportInterval, Interval: 100 * time.Millisecond},
+				Config: Config{MapSize: DefaultMapSize, Lifetime: DefaultLifetime}})
 			_ = w.Close()
 		}()
 	}
@@ -70,29 +71,28 @@ func TestLabInterval(t *testing.T) {
 			t.Fatalf("rttscope pdm (%d): %v", i, err)
 		}
 	}
-	var dtlr, net Stat
+	var dtlr, net uint64
 	n := 0
 	sc := bufio.NewScanner(outs[0])
+	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r IntervalRecord
+		var r intervalRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%v: %s", err, sc.Bytes())
 		}
-		for _, s := range []Stat{r.DTLR, r.DTLS, r.NetworkRTT} {
-			if s.Count > 0 && (s.Min > s.Max || s.Sum < s.Min*s.Count || s.Sum > s.Max*s.Count) {
-				t.Errorf("inconsistent %+v in %s", s, sc.Bytes())
-			}
+		for _, d := range []distribution{r.DTLR, r.DTLS, r.NetworkRTT} {
+			d.check(t, sc.Bytes())
 		}
-		if r.Protocol != "UDP" || r.SrcPort != labPort || r.Direction != "ingress" {
+		if r.Type != "pdm_interval" || r.Protocol != "UDP" || r.SrcPort != labPort || r.Direction != "ingress" {
 			continue
 		}
 		n++
-		dtlr.Count += r.DTLR.Count
-		net.Count += r.NetworkRTT.Count
+		dtlr += r.DTLR.Count
+		net += r.NetworkRTT.Count
 	}
-	if n == 0 || dtlr.Count != labRequests || net.Count != labRequests {
+	if n == 0 || dtlr != labRequests || net != labRequests {
 		t.Errorf("client: %d UDP records, %d DTLR and %d network RTT samples, want %d each\n%s",
-			n, dtlr.Count, net.Count, labRequests, outs[0].Bytes())
+			n, dtlr, net, labRequests, outs[0].Bytes())
 	}
 	t.Logf("client: %d interval records of the UDP exchange", n)
 }

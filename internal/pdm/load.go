@@ -23,9 +23,6 @@ type Config struct {
 	MapSize  uint32        // 5-tuples with state (--pdm-map-size)
 	Lifetime time.Duration // idle state starts over after this (--pdm-lifetime)
 	Passive  bool          // decode PDM only, never insert (--passive)
-	// Report is ReportPacket (a record per PDM option) or ReportInterval
-	// (per-5-tuple accumulators in the kernel, read every interval).
-	Report string
 
 	// TstampClock makes the programs read the time from skb->tstamp
 	// instead of the monotonic clock: BPF_PROG_TEST_RUN tests set the
@@ -42,11 +39,38 @@ const (
 // ReportModes are the values of --pdm-report, the default first.
 var ReportModes = []string{ReportPacket, ReportInterval}
 
+// Reporting says what is written: ReportPacket (a record per PDM option) or
+// ReportInterval (a record per 5-tuple and Interval, the options' delays
+// binned in user space).
+type Reporting struct {
+	Report   string
+	Interval time.Duration
+}
+
+// Validate names the flag of a value that cannot work.
+func (r Reporting) Validate() error {
+	switch r.Report {
+	case "", ReportPacket:
+	case ReportInterval:
+		if r.Interval <= 0 {
+			return fmt.Errorf("invalid --interval %v: want a positive duration", r.Interval)
+		}
+	default:
+		return fmt.Errorf("invalid --pdm-report %q: want packet or interval", r.Report)
+	}
+	return nil
+}
+
+// every is the interval length, 0 in packet mode.
+func (r Reporting) every() time.Duration {
+	if r.Report == ReportInterval {
+		return r.Interval
+	}
+	return 0
+}
+
 // Validate names the flag of a value that cannot work.
 func (c Config) Validate() error {
-	if c.Report != "" && c.Report != ReportPacket && c.Report != ReportInterval {
-		return fmt.Errorf("invalid --pdm-report %q: want packet or interval", c.Report)
-	}
 	if c.MapSize < 1 || c.MapSize > 1<<24 {
 		return fmt.Errorf("invalid --pdm-map-size %d: want 1 .. %d", c.MapSize, 1<<24)
 	}
@@ -76,16 +100,12 @@ func Load(cfg Config) (*Objects, error) {
 		return nil, fmt.Errorf("parse embedded PDM BPF object: %w", err)
 	}
 	spec.Maps[probe.PdmMapPdmFlows].MaxEntries = cfg.MapSize
-	spec.Maps[probe.PdmMapPdmAcc].MaxEntries = 2 * cfg.MapSize
 	bc := probe.PdmPdmConfig{LifetimeNs: uint64(cfg.Lifetime)}
 	if cfg.Passive {
 		bc.Passive = 1
 	}
 	if cfg.TstampClock {
 		bc.TstampClock = 1
-	}
-	if cfg.Report == ReportInterval {
-		bc.Interval = 1
 	}
 	if err := spec.Variables[probe.PdmVarPdmCfg].Set(bc); err != nil {
 		return nil, fmt.Errorf("configure PDM programs: %w", err)
@@ -125,8 +145,6 @@ var counterNames = [...]string{
 	probe.PdmPdmCounterPDM_C_MAP_FULL:      "state_refused_map_full",
 	probe.PdmPdmCounterPDM_C_EVENTS:        "events",
 	probe.PdmPdmCounterPDM_C_RINGBUF_FULL:  "events_lost_ringbuf_full",
-	probe.PdmPdmCounterPDM_C_FOLDED:        "folded",
-	probe.PdmPdmCounterPDM_C_ACC_FULL:      "fold_lost_map_full",
 }
 
 // Map returns the counters by name.

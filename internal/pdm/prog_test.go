@@ -17,14 +17,15 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/rttscope/rttscope/internal/nsrun"
+	"github.com/rttscope/rttscope/internal/pdm/pdmtest"
 	"github.com/rttscope/rttscope/internal/pktcraft"
 	"github.com/rttscope/rttscope/internal/probe"
 	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 var (
-	hostA = netip.MustParseAddr("2001:db8::a")
-	hostB = netip.MustParseAddr("2001:db8::b")
+	hostA = pdmtest.HostA
+	hostB = pdmtest.HostB
 )
 
 // skbCtx is a struct __sk_buff for BPF_PROG_TEST_RUN with the fields the
@@ -133,16 +134,17 @@ func (h *harness) counters() Counters {
 func (h *harness) events() []probe.PdmPdmEvent {
 	h.t.Helper()
 	var evs []probe.PdmPdmEvent
-	for h.rb.AvailableBytes() > 0 {
-		rec, err := h.rb.Read()
-		if err != nil {
-			h.t.Fatal(err)
-		}
+	var rec ringbuf.Record
+	err := drainRing(h.rb, &rec, func(raw []byte) error {
 		var e probe.PdmPdmEvent
-		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &e); err != nil {
-			h.t.Fatal(err)
+		if err := binary.Read(bytes.NewReader(raw), binary.NativeEndian, &e); err != nil {
+			return err
 		}
 		evs = append(evs, e)
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
 	}
 	return evs
 }
@@ -186,8 +188,7 @@ func transports() []struct {
 // withPDM is pkt with the PDM header egress would insert, built by
 // pktcraft (an encoder independent of the BPF one).
 func withPDM(pkt pktcraft.Packet, sDTLR, sDTLS uint8, psntp, psnlr, dtlr, dtls uint16) []byte {
-	pkt.IPv6ExtHeaders = append([]pktcraft.ExtHeader{pktcraft.DestOpts(pktcraft.PDMOption(sDTLR, sDTLS, psntp, psnlr, dtlr, dtls)...)}, pkt.IPv6ExtHeaders...)
-	return pkt.MustBytes()
+	return pdmtest.WithPDM(pkt, sDTLR, sDTLS, psntp, psnlr, dtlr, dtls)
 }
 
 // checkL4Checksum verifies the transport checksum of an IPv6 frame with
@@ -253,7 +254,7 @@ func TestExchange(t *testing.T) {
 	if len(evs) != 1 {
 		t.Fatalf("%d events, want 1", len(evs))
 	}
-	r := NewRecord(&evs[0], 0)
+	r := toRecord(t, &evs[0], 0)
 	if r.PSNThisPkt != peerPSN || r.PSNLastRecv != p || r.SrcPort != 53 || r.DestPort != 5353 || r.Protocol != "UDP" ||
 		r.SrcIP != hostB.String() || r.Direction != "ingress" {
 		t.Errorf("record %+v", r)
@@ -533,7 +534,7 @@ func TestPassive(t *testing.T) {
 	if len(evs) != 2 {
 		t.Fatalf("%d events, want 2", len(evs))
 	}
-	r := NewRecord(&evs[1], 0)
+	r := toRecord(t, &evs[1], 0)
 	want := int64(Decode(v5, s5) - Decode(v1, s1))
 	if r.Direction != "egress" || r.NetworkRTT == nil || *r.NetworkRTT != want {
 		t.Errorf("record %+v, want network_rtt %d", r, want)

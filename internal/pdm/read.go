@@ -14,6 +14,8 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/rttscope/rttscope/internal/capture"
+	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/probe"
 )
 
@@ -29,8 +31,16 @@ type ReadOptions struct {
 	// host or router whose "inside" they are), all others ingress. Without
 	// them see readDirector.
 	LocalNets []netip.Prefix
-	Output    *Writer
-	Log       io.Writer // the counters at the end
+	// Reporting: a record per PDM option, or per 5-tuple and interval of
+	// capture time (intervals aligned to multiples of the interval since
+	// the Unix epoch, as replay's aggregated mode; the last one ends at
+	// the last packet).
+	Reporting
+	Output format.Writer
+	Log    io.Writer // the counters at the end
+	// FirstPacket, when set, is called with the capture time of the
+	// first packet before any record is written (--relative-time).
+	FirstPacket func(unixNano int64)
 }
 
 // ReadSummary counts what a capture gave.
@@ -46,14 +56,30 @@ type ReadSummary struct {
 // page, which GRO-aggregated packets captured on a host exceed).
 const readMaxFrame = 2048
 
+// Validate names the flag of a value that cannot work.
+func (o ReadOptions) Validate() error {
+	if err := o.config().Validate(); err != nil {
+		return err
+	}
+	return o.Reporting.Validate()
+}
+
+func (o ReadOptions) config() Config {
+	return Config{MapSize: o.MapSize, Lifetime: o.Lifetime, Passive: true, TstampClock: true}
+}
+
 // Read decodes the PDM options in the capture at o.Path and writes one
-// record per option, timed at its capture time.
+// record per option, timed at its capture time (or, with interval
+// reporting, a record per 5-tuple and interval).
 func Read(ctx context.Context, o ReadOptions) (ReadSummary, error) {
 	var sum ReadSummary
-	cfg := Config{MapSize: o.MapSize, Lifetime: o.Lifetime, Passive: true, TstampClock: true}
-	if err := cfg.Validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return sum, err
 	}
+	if err := Require(o.Output); err != nil {
+		return sum, err
+	}
+	cfg := o.config()
 	r, err := capture.Open(o.Path)
 	if err != nil {
 		return sum, err
@@ -70,6 +96,10 @@ func Read(ctx context.Context, o ReadOptions) (ReadSummary, error) {
 	}
 	defer fr.close()
 	dir := readDirector{nets: o.LocalNets, first: map[[32]byte]bool{}}
+	iv := captureIntervals{every: int64(o.every()), w: o.Output}
+	if iv.every > 0 {
+		iv.agg = NewAggregator()
+	}
 	sweepEvery := int64(max(time.Second, o.Lifetime/2))
 	var nextSweep int64
 	for {
@@ -83,7 +113,13 @@ func Read(ctx context.Context, o ReadOptions) (ReadSummary, error) {
 		if err != nil {
 			return sum, err
 		}
+		if sum.Packets == 0 && o.FirstPacket != nil {
+			o.FirstPacket(p.Timestamp)
+		}
 		sum.Packets++
+		if err := iv.advance(p.Timestamp); err != nil {
+			return sum, err
+		}
 		f := p.Data
 		if len(f) < 14+40 || binary.BigEndian.Uint16(f[12:]) != 0x86dd {
 			continue // the programs skip everything but IPv6
@@ -100,11 +136,16 @@ func Read(ctx context.Context, o ReadOptions) (ReadSummary, error) {
 		if err != nil {
 			return sum, fmt.Errorf("%s: packet %d: %w", r.Name(), p.Index+1, err)
 		}
-		for _, rec := range fr.recs {
-			if err := o.Output.Write(rec); err != nil {
+		for i := range fr.recs {
+			if iv.agg != nil {
+				iv.agg.Add(&fr.recs[i])
+			} else if err := o.Output.WritePDM(&fr.recs[i]); err != nil {
 				return sum, err
 			}
 		}
+	}
+	if err := iv.finish(); err != nil {
+		return sum, err
 	}
 	if sum.Counters, err = objs.ReadCounters(); err != nil {
 		return sum, err
@@ -114,6 +155,46 @@ func Read(ctx context.Context, o ReadOptions) (ReadSummary, error) {
 			r.Name(), sum.Packets, sum.Fed, sum.Records, sum.Map())
 	}
 	return sum, o.Output.Flush()
+}
+
+// captureIntervals ends the intervals of interval reporting by capture
+// time: no grace period is needed, BPF_PROG_TEST_RUN has returned with
+// its record before the next packet.
+type captureIntervals struct {
+	agg        *Aggregator // nil: packet reporting
+	every      int64
+	start, end int64 // the open interval [start, end); end == 0: none yet
+	last       int64 // capture time of the newest packet
+	w          format.Writer
+}
+
+// advance closes the interval when t (capture time) is past it.
+func (c *captureIntervals) advance(t int64) error {
+	if c.agg == nil {
+		return nil
+	}
+	if c.end == 0 {
+		c.start = t - t%c.every
+		c.end = c.start + c.every
+	}
+	if t >= c.end {
+		if err := c.agg.Close(c.start, c.end, c.w.WritePDMInterval); err != nil {
+			return err
+		}
+		c.start = t - t%c.every
+		c.end = c.start + c.every
+	}
+	c.last = max(c.last, t)
+	return nil
+}
+
+// finish closes the last, partial interval at the newest packet.
+func (c *captureIntervals) finish() error {
+	if c.agg == nil || c.end == 0 {
+		return nil
+	}
+	c.end = 0
+	return c.agg.Close(c.start, c.last, c.w.WritePDMInterval)
 }
 
 // readDirector decides which captured packets the egress program sees
@@ -170,7 +251,7 @@ type frameRunner struct {
 	ctx   []byte
 	tsOff int
 	rb    *ringbuf.Reader
-	recs  []Record
+	recs  []events.PDM
 	rec   ringbuf.Record
 	ev    probe.PdmPdmEvent
 }
@@ -200,17 +281,16 @@ func (f *frameRunner) feed(frame []byte, ts int64, egress bool) (uint64, error) 
 	if _, err := prog.Run(&ebpf.RunOptions{Data: frame, Context: f.ctx}); err != nil {
 		return 0, fmt.Errorf("BPF_PROG_TEST_RUN: %w", err)
 	}
-	for f.rb.AvailableBytes() > 0 {
-		if err := f.rb.ReadInto(&f.rec); err != nil {
-			return uint64(len(f.recs)), fmt.Errorf("read PDM ring buffer: %w", err)
+	err := drainRing(f.rb, &f.rec, func(raw []byte) error {
+		if decodeEvent(raw, &f.ev) {
+			f.recs = append(f.recs, events.PDM{})
+			r := &f.recs[len(f.recs)-1]
+			NewRecord(&f.ev, 0, r) // the clock is the capture's
+			r.Ifindex = 0          // the test run's device, not the capture's
 		}
-		if decodeEvent(f.rec.RawSample, &f.ev) {
-			r := NewRecord(&f.ev, 0) // the clock is the capture's
-			r.Ifindex = 0            // the test run's device, not the capture's
-			f.recs = append(f.recs, r)
-		}
-	}
-	return uint64(len(f.recs)), nil
+		return nil
+	})
+	return uint64(len(f.recs)), err
 }
 
 // skbTstamp finds the size of struct __sk_buff and the offset of its

@@ -11,38 +11,19 @@ import (
 	"time"
 
 	"github.com/rttscope/rttscope/internal/capture"
-	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/format"
+	"github.com/rttscope/rttscope/internal/pdm/pdmtest"
 	"github.com/rttscope/rttscope/internal/probe"
 	"github.com/rttscope/rttscope/internal/testutil"
 )
 
-// readT0 is the capture time of the first packet of readConversation.
-const readT0 = int64(1763900000123456789)
+const readT0 = pdmtest.T0
 
-// readConversation is a UDP exchange between hostA:40000 (which speaks
-// first) and hostB:53, every packet carrying PDM, plus an IPv4 packet and
-// an IPv6 packet without PDM, which give no record.
-func readConversation() (frames []capture.TimedFrame, fromA []bool) {
-	a2b := pktcraft.Packet{Src: hostA, Dst: hostB, UDP: &pktcraft.UDP{SrcPort: 40000, DstPort: 53, Payload: []byte("query")}}
-	b2a := pktcraft.Packet{Src: hostB, Dst: hostA, UDP: &pktcraft.UDP{SrcPort: 53, DstPort: 40000, Payload: []byte("answer")}}
-	v4 := pktcraft.Packet{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), UDP: &pktcraft.UDP{SrcPort: 1, DstPort: 2}}
-	ms := int64(time.Millisecond)
-	add := func(ts int64, a bool, b []byte) {
-		frames = append(frames, capture.TimedFrame{Timestamp: readT0 + ts, Data: b})
-		fromA = append(fromA, a)
-	}
-	add(0, true, withPDM(a2b, 0, 0, 100, 0, 0, 0))
-	add(1*ms, true, v4.MustBytes())
-	add(10*ms, false, withPDM(b2a, 34, 0, 500, 100, 0xE35F, 0))
-	add(20*ms, false, b2a.MustBytes())
-	add(30*ms, true, withPDM(a2b, 35, 36, 101, 500, 0x8000, 0xC000))
-	add(35*ms, false, withPDM(b2a, 24, 36, 501, 101, 0xE8D4, 0xC000))
-	return frames, fromA
-}
+func readConversation() ([]capture.TimedFrame, []bool) { return pdmtest.Conversation() }
 
 func i64(v int64) *int64 { return &v }
 
-// wantRead are the records of readConversation with hostA local, worked
+// wantRead are the records of pdmtest.Conversation with hostA local, worked
 // out by hand: 0xE35F/34 = 999,988.6 ns, 0x8000/35 = 1,125,899.9 ns,
 // 0xC000/36 = 3,377,699.7 ns, 0xE8D4/24 = 999.99 ns (rounded to the ns).
 // Each packet pairs with the last one of the other side whose PSNTP its
@@ -51,14 +32,14 @@ func wantRead() []Record {
 	a, b := hostA.String(), hostB.String()
 	ms := int64(time.Millisecond)
 	return []Record{
-		{Timestamp: readT0, SrcIP: a, SrcPort: 40000, DestIP: b, DestPort: 53, Protocol: "UDP", Direction: "egress",
+		{recordFlow: recordFlow{Timestamp: readT0, SrcIP: a, SrcPort: 40000, DestIP: b, DestPort: 53, Protocol: "UDP", Direction: "egress"},
 			PSNThisPkt: 100},
-		{Timestamp: readT0 + 10*ms, SrcIP: b, SrcPort: 53, DestIP: a, DestPort: 40000, Protocol: "UDP", Direction: "ingress",
+		{recordFlow: recordFlow{Timestamp: readT0 + 10*ms, SrcIP: b, SrcPort: 53, DestIP: a, DestPort: 40000, Protocol: "UDP", Direction: "ingress"},
 			PSNThisPkt: 500, PSNLastRecv: 100, ScaleDTLR: 34, DeltaLastRecv: 0xE35F, DTLR: 999_989, NetworkRTT: i64(0)},
-		{Timestamp: readT0 + 30*ms, SrcIP: a, SrcPort: 40000, DestIP: b, DestPort: 53, Protocol: "UDP", Direction: "egress",
+		{recordFlow: recordFlow{Timestamp: readT0 + 30*ms, SrcIP: a, SrcPort: 40000, DestIP: b, DestPort: 53, Protocol: "UDP", Direction: "egress"},
 			PSNThisPkt: 101, PSNLastRecv: 500, ScaleDTLR: 35, DeltaLastRecv: 0x8000, ScaleDTLS: 36, DeltaLastSent: 0xC000,
 			DTLR: 1_125_900, DTLS: 3_377_700, NetworkRTT: i64(3_377_700 - 999_989)},
-		{Timestamp: readT0 + 35*ms, SrcIP: b, SrcPort: 53, DestIP: a, DestPort: 40000, Protocol: "UDP", Direction: "ingress",
+		{recordFlow: recordFlow{Timestamp: readT0 + 35*ms, SrcIP: b, SrcPort: 53, DestIP: a, DestPort: 40000, Protocol: "UDP", Direction: "ingress"},
 			PSNThisPkt: 501, PSNLastRecv: 101, ScaleDTLR: 24, DeltaLastRecv: 0xE8D4, ScaleDTLS: 36, DeltaLastSent: 0xC000,
 			DTLR: 1000, DTLS: 3_377_700, NetworkRTT: i64(3_377_700 - 1_125_900)},
 	}
@@ -76,7 +57,7 @@ func flipped(recs []Record) []Record {
 func readRecords(t *testing.T, o ReadOptions) ([]Record, ReadSummary) {
 	t.Helper()
 	var buf bytes.Buffer
-	w, err := NewWriter(&buf, "jsonl")
+	w, err := format.New("jsonl", &buf, format.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +72,10 @@ func readRecords(t *testing.T, o ReadOptions) ([]Record, ReadSummary) {
 			continue
 		}
 		var r Record
-		if err := json.Unmarshal(line, &r); err != nil {
+		if err := json.Unmarshal(line, &r); err != nil || r.Type != "pdm" {
 			t.Fatalf("record %q: %v", line, err)
 		}
+		r.Type = ""
 		recs = append(recs, r)
 	}
 	return recs, sum
@@ -167,7 +149,7 @@ func TestReadMatchesPrograms(t *testing.T) {
 			h.ingress(f.Data, uint64(f.Timestamp))
 		}
 		for _, e := range h.events() {
-			r := NewRecord(&e, 0)
+			r := toRecord(t, &e, 0)
 			r.Ifindex = 0
 			want = append(want, r)
 		}
@@ -179,4 +161,52 @@ func TestReadMatchesPrograms(t *testing.T) {
 	got, _ := readRecords(t, ReadOptions{Path: pcap})
 	sameRecords(t, "read vs programs", got, want)
 	sameRecords(t, "programs vs by hand", want, wantRead())
+}
+
+// TestReadIntervals: --read with interval reporting closes intervals by
+// capture time, aligned to multiples of the interval since the Unix
+// epoch, the last one at the last packet; each holds the samples of the
+// packets captured in it (the values of wantRead).
+func TestReadIntervals(t *testing.T) {
+	testutil.RequireRoot(t)
+	pcap := pdmtest.WritePcap(t, t.TempDir())
+	var buf bytes.Buffer
+	w, _ := format.New("jsonl", &buf, format.Options{})
+	const every = 20 * time.Millisecond
+	_, err := Read(context.Background(), ReadOptions{Path: pcap, MapSize: DefaultMapSize, Lifetime: DefaultLifetime,
+		Reporting: Reporting{Report: ReportInterval, Interval: every}, Output: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []intervalRecord
+	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var r intervalRecord
+		if err := json.Unmarshal(l, &r); err != nil || r.Type != "pdm_interval" {
+			t.Fatalf("%v: %s", err, l)
+		}
+		got = append(got, r)
+	}
+	ms := int64(time.Millisecond)
+	start := readT0 - readT0%int64(every) // the packets at 0 and 10 ms
+	want := []struct {
+		start, end int64
+		direction  string
+		dtlr, dtls distribution
+		network    distribution
+	}{
+		{start, start + int64(every), "ingress", exact(999_989), exact(), exact(0)},
+		// The last interval ends at the last packet (35 ms).
+		{start + int64(every), readT0 + 35*ms, "egress", exact(1_125_900), exact(3_377_700), exact(3_377_700 - 999_989)},
+		{start + int64(every), readT0 + 35*ms, "ingress", exact(1000), exact(3_377_700), exact(3_377_700 - 1_125_900)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d interval records, want %d: %s", len(got), len(want), buf.Bytes())
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.IntervalStart != w.start || g.Timestamp != w.end || g.Direction != w.direction ||
+			!sameDist(g.DTLR, w.dtlr) || !sameDist(g.DTLS, w.dtls) || !sameDist(g.NetworkRTT, w.network) {
+			t.Errorf("interval record %d: got %+v\nwant %+v", i, g, w)
+		}
+	}
 }

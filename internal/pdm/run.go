@@ -13,6 +13,8 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/format"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/nsrun"
 	"github.com/rttscope/rttscope/internal/probe"
@@ -24,11 +26,12 @@ type Options struct {
 	Netns      string // named network namespace of the interfaces ("" = here)
 	TCMode     string // one of loader.TCModes ("" = auto)
 	Config
+	Reporting
 	Duration time.Duration // 0 = until ctx ends
-	// Interval between the records of --pdm-report interval.
-	Interval time.Duration
-	Output   *Writer
-	Log      io.Writer // attach modes and the counters at exit
+	// Output takes the records: per PDM option (WritePDM) or, with
+	// --pdm-report interval, per 5-tuple and interval (WritePDMInterval).
+	Output format.Writer
+	Log    io.Writer // attach modes and the counters at exit
 	// Ready, when set, is called once every interface is hooked (tests
 	// start their traffic then).
 	Ready func()
@@ -44,10 +47,18 @@ func (o Options) Validate() error {
 	if err := o.Config.Validate(); err != nil {
 		return err
 	}
-	if o.Report == ReportInterval && o.Interval <= 0 {
-		return fmt.Errorf("invalid --interval %v: want a positive duration", o.Interval)
+	if err := o.Reporting.Validate(); err != nil {
+		return err
 	}
 	return (loader.AttachOptions{TCMode: o.TCMode}).Validate()
+}
+
+// Require checks, before anything is loaded, that w takes PDM records.
+func Require(w format.Writer) error {
+	if err := format.Require(w, format.PDMRecords); err != nil {
+		return fmt.Errorf("rttscope pdm: %w", err)
+	}
+	return nil
 }
 
 // Run loads the PDM programs, attaches them to every interface, writes a
@@ -55,6 +66,9 @@ func (o Options) Validate() error {
 // detaches. The counters go to Log at exit.
 func Run(ctx context.Context, o Options) (err error) {
 	if err := o.Validate(); err != nil {
+		return err
+	}
+	if err := Require(o.Output); err != nil {
 		return err
 	}
 	objs, err := Load(o.Config)
@@ -102,10 +116,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
-	if o.Report == ReportInterval {
-		err = objs.intervalLoop(ctx, o.Output, o.Interval)
-	} else {
-		err = objs.loop(ctx, o.Output)
+	late, err := objs.loop(ctx, o.Output, o.every())
+	if late > 0 && o.Log != nil {
+		fmt.Fprintf(o.Log, "rttscope pdm: %d records arrived after their interval was written; counted in the next\n", late)
 	}
 	if c, cerr := objs.ReadCounters(); cerr == nil {
 		if o.Log != nil {
@@ -119,91 +132,164 @@ func Run(ctx context.Context, o Options) (err error) {
 }
 
 // loop writes the records of the ring buffer and sweeps idle state until
-// ctx ends.
-func (o *Objects) loop(ctx context.Context, w *Writer) error {
+// ctx ends. With every > 0 it folds them into intervals of that length
+// instead and writes those (the last, partial one at exit); late is then
+// Aggregator.Late.
+func (o *Objects) loop(ctx context.Context, w format.Writer, every time.Duration) (late uint64, err error) {
 	rb, err := ringbuf.NewReader(o.PdmEvents)
 	if err != nil {
-		return fmt.Errorf("open PDM ring buffer: %w", err)
+		return 0, fmt.Errorf("open PDM ring buffer: %w", err)
 	}
 	defer rb.Close()
-	off := clockOffset()
+	r := &reader{rb: rb, w: w, off: clockOffset()}
+	if every > 0 {
+		r.agg = NewAggregator()
+		r.start = monoNow()
+		defer func() { late = r.agg.Late }()
+	}
 	sweepEvery := max(time.Second, o.Config.Lifetime/2)
 	nextSweep := time.Now().Add(sweepEvery)
-	var rec ringbuf.Record
-	var ev probe.PdmPdmEvent
-	for ctx.Err() == nil {
-		rb.SetDeadline(time.Now().Add(200 * time.Millisecond))
-		err := rb.ReadInto(&rec)
+	nextInterval := time.Now().Add(every)
+	nextFlush := time.Now().Add(flushEvery)
+	busy := false // the last read found records
+	for {
+		done := ctx.Err() != nil
+		wait := pollEvery
+		if busy {
+			// More may be waiting: no wakeup would say so.
+			wait = 0
+		}
+		if every > 0 {
+			wait = min(wait, time.Until(nextInterval))
+		}
+		rb.SetDeadline(time.Now().Add(wait))
+		if done && every == 0 {
+			// The records of runs still going at exit.
+			if err := loader.WaitForPrograms(); err != nil {
+				return 0, err
+			}
+		}
+		n, err := r.read(done)
+		if err != nil {
+			return 0, err
+		}
+		busy = n > 0
+		if every > 0 && (done || !time.Now().Before(nextInterval)) {
+			if err := r.closeInterval(); err != nil {
+				return 0, err
+			}
+			if nextInterval = nextInterval.Add(every); nextInterval.Before(time.Now()) {
+				nextInterval = time.Now().Add(every) // fell behind: skip
+			}
+		}
+		if done || !time.Now().Before(nextFlush) {
+			if err := w.Flush(); err != nil || done {
+				return 0, err
+			}
+			nextFlush = time.Now().Add(flushEvery)
+		}
+		if time.Now().After(nextSweep) {
+			if _, err := o.Sweep(monoNow()); err != nil {
+				return 0, err
+			}
+			nextSweep = time.Now().Add(sweepEvery)
+		}
+	}
+}
+
+// pollEvery is how often the run loop reads the ring buffer when it
+// found it empty: the programs never wake it (BPF_RB_NO_WAKEUP), since a
+// wakeup per record cost several µs of CPU (docs/pdm.md, Cost). After a
+// read that found records it reads again at once. The 1 MiB ring holds
+// 10 ms of 1.3 million records a second.
+const pollEvery = 10 * time.Millisecond
+
+// flushEvery is how often buffered output is written out, as the
+// monitor does (the ring buffer is polled more often).
+const flushEvery = 200 * time.Millisecond
+
+// drainRing calls fn with every record in rb, without waiting for more.
+func drainRing(rb *ringbuf.Reader, rec *ringbuf.Record, fn func(raw []byte) error) error {
+	rb.SetDeadline(time.Unix(1, 0)) // passed: read what is there, then stop
+	return readRing(rb, rec, fn)
+}
+
+// readRing calls fn with every record in rb until its deadline has passed
+// and none is left.
+func readRing(rb *ringbuf.Reader, rec *ringbuf.Record, fn func(raw []byte) error) error {
+	for {
+		err := rb.ReadInto(rec)
 		switch {
 		case err == nil:
-			if decodeEvent(rec.RawSample, &ev) {
-				if werr := w.Write(NewRecord(&ev, off)); werr != nil {
-					return werr
-				}
-			}
-			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil
 		default:
 			return fmt.Errorf("read PDM ring buffer: %w", err)
 		}
-		if ferr := w.Flush(); ferr != nil {
-			return ferr
-		}
-		if time.Now().After(nextSweep) {
-			if _, err := o.Sweep(monoNow()); err != nil {
-				return err
-			}
-			nextSweep = time.Now().Add(sweepEvery)
+		if err := fn(rec.RawSample); err != nil {
+			return err
 		}
 	}
-	return w.Flush()
 }
 
-// intervalSettle is how long Collect waits after starting an interval.
-const intervalSettle = time.Millisecond
+// reader turns ring buffer records into PDM records, written or folded.
+type reader struct {
+	rb    *ringbuf.Reader
+	w     format.Writer
+	agg   *Aggregator // nil: a record per option
+	off   int64       // CLOCK_MONOTONIC to Unix time
+	start uint64      // the open interval's start, CLOCK_MONOTONIC
+	rec   ringbuf.Record
+	ev    probe.PdmPdmEvent
+	p     events.PDM
+}
 
-// intervalLoop writes the accumulators of each interval (and of the last,
-// partial one at exit) and sweeps idle state until ctx ends.
-func (o *Objects) intervalLoop(ctx context.Context, w *Writer, every time.Duration) error {
-	sweepEvery := max(time.Second, o.Config.Lifetime/2)
-	nextSweep := time.Now().Add(sweepEvery)
-	start := time.Now()
-	if _, err := o.Collect(0); err != nil { // leftovers of no interval
+// read handles the records in the ring buffer until its deadline passes
+// with none left (or at once, when drain is set, once none are left), and
+// returns how many it handled.
+func (r *reader) read(drain bool) (int, error) {
+	if drain {
+		r.rb.SetDeadline(time.Now())
+	}
+	n := 0
+	err := readRing(r.rb, &r.rec, func(raw []byte) error {
+		n++
+		return r.handle(raw)
+	})
+	return n, err
+}
+
+// handle writes or folds one ring buffer record.
+func (r *reader) handle(raw []byte) error {
+	if !decodeEvent(raw, &r.ev) {
+		return nil
+	}
+	NewRecord(&r.ev, r.off, &r.p)
+	if r.agg != nil {
+		r.agg.Add(&r.p)
+		return nil
+	}
+	return r.w.WritePDM(&r.p)
+}
+
+// closeInterval ends the open interval now. Every record timed before now
+// belongs to it, also those of program runs still going: records at or
+// after now go to the next interval (Split); loader.WaitForPrograms
+// returns once every run that can have read the clock before now has
+// submitted its record (the monitor's grace period, docs/aggregation.md),
+// and the ring buffer is then read to the end.
+func (r *reader) closeInterval() error {
+	end := monoNow()
+	r.agg.Split(int64(end) + r.off)
+	if err := loader.WaitForPrograms(); err != nil {
 		return err
 	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		var done bool
-		select {
-		case <-ctx.Done():
-			done = true
-		case <-tick.C:
-		}
-		accs, err := o.Collect(intervalSettle)
-		if err != nil {
-			return err
-		}
-		end := time.Now()
-		for i := range accs {
-			if err := w.Write(NewIntervalRecord(&accs[i], end, end.Sub(start))); err != nil {
-				return err
-			}
-		}
-		start = end
-		if err := w.Flush(); err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		if time.Now().After(nextSweep) {
-			if _, err := o.Sweep(monoNow()); err != nil {
-				return err
-			}
-			nextSweep = time.Now().Add(sweepEvery)
-		}
+	if _, err := r.read(true); err != nil {
+		return err
 	}
+	start := r.start
+	r.start = end
+	return r.agg.Close(int64(start)+r.off, int64(end)+r.off, r.w.WritePDMInterval)
 }
 
 // decodeEvent fills e from a ring buffer sample (the layout of struct

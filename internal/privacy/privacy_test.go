@@ -25,6 +25,8 @@ type collect struct {
 	aggs  []events.Aggregate
 	sums  []events.FlowSummary
 	keys  []events.AnonKey
+	pdms  []events.PDM
+	pdmIs []events.PDMInterval
 }
 
 func (c *collect) WriteRTT(e *events.RTT) error {
@@ -44,10 +46,15 @@ func (c *collect) WriteFlowSummary(s *events.FlowSummary) error {
 	return nil
 }
 func (c *collect) WriteAnonKey(k *events.AnonKey) error { c.keys = append(c.keys, *k); return nil }
-func (c *collect) Flush() error                         { return nil }
-func (c *collect) Close() error                         { return nil }
-func (c *collect) Restart(reopen func() error) error    { return reopen() }
-func (c *collect) Capabilities() format.Capability      { return format.All }
+func (c *collect) WritePDM(p *events.PDM) error         { c.pdms = append(c.pdms, *p); return nil }
+func (c *collect) WritePDMInterval(p *events.PDMInterval) error {
+	c.pdmIs = append(c.pdmIs, *p)
+	return nil
+}
+func (c *collect) Flush() error                      { return nil }
+func (c *collect) Close() error                      { return nil }
+func (c *collect) Restart(reopen func() error) error { return reopen() }
+func (c *collect) Capabilities() format.Capability   { return format.All }
 
 const t0 = int64(1_700_000_000_000_000_000)
 
@@ -97,6 +104,10 @@ func write(t *testing.T, w format.Writer, recs []any) {
 			err = w.WriteAggregate(r)
 		case *events.FlowSummary:
 			err = w.WriteFlowSummary(r)
+		case *events.PDM:
+			err = w.WritePDM(r)
+		case *events.PDMInterval:
+			err = w.WritePDMInterval(r)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -210,6 +221,35 @@ func TestModesHideEveryAddress(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPDMRecords: rttscope pdm's records lose their addresses in every
+// mode and format (ppviz skips them), both directions of a 5-tuple keep
+// one flow number, and --relative-time moves the interval start too.
+func TestPDMRecords(t *testing.T) {
+	udp := flow(client6, server6, 7007, 41234, events.ProtoUDP)
+	recs := []any{
+		&events.PDM{Time: t0 + 1e9, Flow: udp, DTLR: 2 * time.Millisecond, DeltaLastRecv: 1, RoundTrip: 17 * time.Millisecond, HasRoundTrip: true},
+		&events.PDM{Time: t0 + 2e9, Flow: udp.Reverse(), Egress: true, DTLS: 17 * time.Millisecond, DeltaLastSent: 1},
+		&events.PDMInterval{Time: t0 + 10e9, Start: t0, Flow: udp, DTLR: events.Distribution{Count: 1, Min: 1, Mean: 1, Max: 1}},
+	}
+	for _, mode := range []string{"pfx", "cryptopan", "det", "trunc:8,16", "drop"} {
+		o := Options{Anonymize: mode, KeyFile: fixedKey(t, mode), AnonymizePorts: true, RelativeTime: true}
+		c, out := run(t, o, recs)
+		if leaks := testutil.Leaks(out, real...); len(leaks) > 0 {
+			t.Errorf("%s: real addresses in the output: %v\n%s", mode, leaks, out)
+		}
+		if len(c.pdms) != 2 || len(c.pdmIs) != 1 || !strings.Contains(out, "pdm_interval") {
+			t.Fatalf("%s: records lost: %d pdm, %d intervals\n%s", mode, len(c.pdms), len(c.pdmIs), out)
+		}
+		if f, r := c.pdms[0].Flow, c.pdms[1].Flow; f.Reverse() != r || f.Src.Port == 7007 {
+			t.Errorf("%s: the two directions %+v and %+v are not one 5-tuple, or the port was kept", mode, f, r)
+		}
+		// The origin is the first record (no SetOrigin).
+		if p, iv := c.pdms[0], c.pdmIs[0]; p.Time != 0 || iv.Start != -1e9 || iv.Time != 9e9 || p.DTLR != 2*time.Millisecond {
+			t.Errorf("%s: times %d, [%d, %d) or delays changed: %+v", mode, p.Time, iv.Start, iv.Time, p)
+		}
 	}
 }
 
@@ -444,5 +484,31 @@ func TestNumbersBounded(t *testing.T) {
 	}
 	if len(n.cur)+len(n.old) > 4 {
 		t.Errorf("%d keys held, limit 2 per generation", len(n.cur)+len(n.old))
+	}
+}
+
+// TestDNSNames: the question's name of a DNS sample (--dns-names) names a
+// host as its address does: address anonymization and minimal output drop
+// it, the other privacy options keep it.
+func TestDNSNames(t *testing.T) {
+	dns := &events.RTT{Time: t0 + 1, Flow: flow(client4, server4, 40053, 53, events.ProtoUDP).Reverse(), RTT: time.Millisecond,
+		Source: events.SourceDNS, DNS: events.DNSInfo{QType: 1, Name: "www.example.com."}}
+	for _, c := range []struct {
+		o    Options
+		keep bool
+	}{
+		{Options{Anonymize: "pfx"}, false},
+		{Options{Anonymize: "drop"}, false},
+		{Options{Minimal: true}, false},
+		{Options{RelativeTime: true}, true},
+		{Options{AnonymizePorts: true}, true},
+	} {
+		got, out := run(t, c.o, []any{dns})
+		if kept := got.rtts[0].DNS.Name != ""; kept != c.keep || strings.Contains(out, "example") != c.keep {
+			t.Errorf("%+v: name kept %v (output %q), want %v", c.o, kept, out, c.keep)
+		}
+		if got.rtts[0].DNS.QType != 1 {
+			t.Errorf("%+v: qtype lost", c.o)
+		}
 	}
 }

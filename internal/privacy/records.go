@@ -23,6 +23,11 @@ func (w *Writer) WriteRTT(e *events.RTT) error {
 	if w.opts.Minimal {
 		c.SentPackets, c.SentBytes, c.RecPackets, c.RecBytes = 0, 0, 0, 0
 	}
+	// A DNS name (--dns-names) names a host as its address does: it
+	// does not pass address anonymization or minimal output.
+	if w.opts.Minimal || w.anonymizing() {
+		c.DNS.Name = ""
+	}
 	return w.next.WriteRTT(c)
 }
 
@@ -88,6 +93,36 @@ func (w *Writer) WriteFlowSummary(s *events.FlowSummary) error {
 		c.Src.Packets, c.Src.Bytes, c.Dst.Packets, c.Dst.Bytes = 0, 0, 0, 0
 	}
 	return w.next.WriteFlowSummary(c)
+}
+
+// WritePDM implements format.Writer. The option's fields carry no
+// address; what --minimal leaves out of them the format writer decides
+// (format.Options.Minimal).
+func (w *Writer) WritePDM(p *events.PDM) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.before(p.Time); err != nil {
+		return err
+	}
+	c := &w.pdm
+	*c = *p
+	c.Time = w.time(p.Time)
+	w.anonFlow(&c.Flow)
+	return w.next.WritePDM(c)
+}
+
+// WritePDMInterval implements format.Writer.
+func (w *Writer) WritePDMInterval(p *events.PDMInterval) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.before(p.Time); err != nil {
+		return err
+	}
+	c := &w.pdmInt
+	*c = *p
+	c.Time, c.Start = w.time(p.Time), w.time(p.Start)
+	w.anonFlow(&c.Flow)
+	return w.next.WritePDMInterval(c)
 }
 
 // WriteAnonKey implements format.Writer: a record from upstream passes

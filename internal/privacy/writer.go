@@ -45,6 +45,8 @@ type Writer struct {
 	agg     events.Aggregate
 	summary events.FlowSummary
 	notice  events.AnonKey
+	pdm     events.PDM
+	pdmInt  events.PDMInterval
 }
 
 // flowKey names a connection in both directions: the lower endpoint first.
@@ -206,6 +208,9 @@ func (w *Writer) time(t int64) int64 {
 	}
 	return t
 }
+
+// anonymizing reports whether addresses are anonymized or dropped.
+func (w *Writer) anonymizing() bool { return w.flows != nil || w.scheme != nil }
 
 // anonFlow rewrites f's addresses and ports.
 func (w *Writer) anonFlow(f *events.Flow) {

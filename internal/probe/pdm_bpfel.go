@@ -13,28 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type PdmPdmAccKey struct {
-	_      structs.HostLayout
-	Tuple  PdmPdmKey
-	Epoch  uint32
-	Egress uint8
-	Pad    [3]uint8
-}
-
-type PdmPdmAccVal struct {
-	_    structs.HostLayout
-	Dtlr PdmPdmStat
-	Dtls PdmPdmStat
-	Net  PdmPdmStat
-}
-
 type PdmPdmConfig struct {
 	_           structs.HostLayout
 	LifetimeNs  uint64
 	Passive     uint8
 	TstampClock uint8
-	Interval    uint8
-	Pad         [5]uint8
+	Pad         [6]uint8
 }
 
 type PdmPdmCounter uint32
@@ -57,9 +41,7 @@ const (
 	PdmPdmCounterPDM_C_MAP_FULL      PdmPdmCounter = 14
 	PdmPdmCounterPDM_C_EVENTS        PdmPdmCounter = 15
 	PdmPdmCounterPDM_C_RINGBUF_FULL  PdmPdmCounter = 16
-	PdmPdmCounterPDM_C_FOLDED        PdmPdmCounter = 17
-	PdmPdmCounterPDM_C_ACC_FULL      PdmPdmCounter = 18
-	PdmPdmCounterPDM_C_NR            PdmPdmCounter = 19
+	PdmPdmCounterPDM_C_NR            PdmPdmCounter = 17
 )
 
 type PdmPdmEvent struct {
@@ -94,14 +76,6 @@ type PdmPdmKey struct {
 	Pad    [3]uint8
 }
 
-type PdmPdmStat struct {
-	_     structs.HostLayout
-	Count uint64
-	Sum   uint64
-	Min   uint64
-	Max   uint64
-}
-
 type PdmPdmState struct {
 	_           structs.HostLayout
 	Touched     uint64
@@ -130,9 +104,7 @@ type PdmPdmState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	PdmMapPdmAcc        = "pdm_acc"
 	PdmMapPdmCounters   = "pdm_counters"
-	PdmMapPdmEpoch      = "pdm_epoch"
 	PdmMapPdmEvents     = "pdm_events"
 	PdmMapPdmFlows      = "pdm_flows"
 	PdmProgPdmTcEgress  = "pdm_tc_egress"
@@ -190,9 +162,7 @@ type PdmProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type PdmMapSpecs struct {
-	PdmAcc      *ebpf.MapSpec `ebpf:"pdm_acc"`
 	PdmCounters *ebpf.MapSpec `ebpf:"pdm_counters"`
-	PdmEpoch    *ebpf.MapSpec `ebpf:"pdm_epoch"`
 	PdmEvents   *ebpf.MapSpec `ebpf:"pdm_events"`
 	PdmFlows    *ebpf.MapSpec `ebpf:"pdm_flows"`
 }
@@ -224,18 +194,14 @@ func (o *PdmObjects) Close() error {
 //
 // It can be passed to LoadPdmObjects or ebpf.CollectionSpec.LoadAndAssign.
 type PdmMaps struct {
-	PdmAcc      *ebpf.Map `ebpf:"pdm_acc"`
 	PdmCounters *ebpf.Map `ebpf:"pdm_counters"`
-	PdmEpoch    *ebpf.Map `ebpf:"pdm_epoch"`
 	PdmEvents   *ebpf.Map `ebpf:"pdm_events"`
 	PdmFlows    *ebpf.Map `ebpf:"pdm_flows"`
 }
 
 func (m *PdmMaps) Close() error {
 	return _PdmClose(
-		m.PdmAcc,
 		m.PdmCounters,
-		m.PdmEpoch,
 		m.PdmEvents,
 		m.PdmFlows,
 	)

@@ -53,37 +53,50 @@ type RttscopeAggStats struct {
 		Bytes [4]uint64
 		Ecn   [4]uint64
 	}
-	RttCount uint64
-	RttSum   uint64
-	RttMin   uint64
-	RttMax   uint64
-	Hist     [865]uint32
-	Reserved uint32
+	RttCount    uint64
+	RttSum      uint64
+	RttMin      uint64
+	RttMax      uint64
+	Hist        [865]uint32
+	Reserved    uint32
+	SourceCount [6]uint32
 }
 
 type RttscopeCounter uint32
 
 const (
-	RttscopeCounterCOUNTER_PACKETS              RttscopeCounter = 0
-	RttscopeCounterCOUNTER_RTT_EVENTS           RttscopeCounter = 1
-	RttscopeCounterCOUNTER_FLOW_EVENTS          RttscopeCounter = 2
-	RttscopeCounterCOUNTER_RINGBUF_FULL         RttscopeCounter = 3
-	RttscopeCounterCOUNTER_FLOWS_CREATED        RttscopeCounter = 4
-	RttscopeCounterCOUNTER_FLOWS_DELETED        RttscopeCounter = 5
-	RttscopeCounterCOUNTER_FLOW_MAP_FULL        RttscopeCounter = 6
-	RttscopeCounterCOUNTER_FLOWS_TIMED_OUT      RttscopeCounter = 7
-	RttscopeCounterCOUNTER_TS_CREATED           RttscopeCounter = 8
-	RttscopeCounterCOUNTER_TS_DELETED           RttscopeCounter = 9
-	RttscopeCounterCOUNTER_TS_MAP_FULL          RttscopeCounter = 10
-	RttscopeCounterCOUNTER_TS_EXPIRED           RttscopeCounter = 11
-	RttscopeCounterCOUNTER_FLOWS_EVICTED        RttscopeCounter = 12
-	RttscopeCounterCOUNTER_TS_EVICTED           RttscopeCounter = 13
-	RttscopeCounterCOUNTER_AGG_SAMPLES          RttscopeCounter = 14
-	RttscopeCounterCOUNTER_AGG_MAP_FULL         RttscopeCounter = 15
-	RttscopeCounterCOUNTER_SUMMARY_MAP_FULL     RttscopeCounter = 16
-	RttscopeCounterCOUNTER_SUMMARY_RINGBUF_FULL RttscopeCounter = 17
-	RttscopeCounterCOUNTER_SUMMARIES_SENT       RttscopeCounter = 18
-	RttscopeCounterCOUNTER_NR                   RttscopeCounter = 19
+	RttscopeCounterCOUNTER_PACKETS                 RttscopeCounter = 0
+	RttscopeCounterCOUNTER_RTT_EVENTS              RttscopeCounter = 1
+	RttscopeCounterCOUNTER_FLOW_EVENTS             RttscopeCounter = 2
+	RttscopeCounterCOUNTER_RINGBUF_FULL            RttscopeCounter = 3
+	RttscopeCounterCOUNTER_FLOWS_CREATED           RttscopeCounter = 4
+	RttscopeCounterCOUNTER_FLOWS_DELETED           RttscopeCounter = 5
+	RttscopeCounterCOUNTER_FLOW_MAP_FULL           RttscopeCounter = 6
+	RttscopeCounterCOUNTER_FLOWS_TIMED_OUT         RttscopeCounter = 7
+	RttscopeCounterCOUNTER_TS_CREATED              RttscopeCounter = 8
+	RttscopeCounterCOUNTER_TS_DELETED              RttscopeCounter = 9
+	RttscopeCounterCOUNTER_TS_MAP_FULL             RttscopeCounter = 10
+	RttscopeCounterCOUNTER_TS_EXPIRED              RttscopeCounter = 11
+	RttscopeCounterCOUNTER_FLOWS_EVICTED           RttscopeCounter = 12
+	RttscopeCounterCOUNTER_TS_EVICTED              RttscopeCounter = 13
+	RttscopeCounterCOUNTER_AGG_SAMPLES             RttscopeCounter = 14
+	RttscopeCounterCOUNTER_AGG_MAP_FULL            RttscopeCounter = 15
+	RttscopeCounterCOUNTER_SUMMARY_MAP_FULL        RttscopeCounter = 16
+	RttscopeCounterCOUNTER_SUMMARY_RINGBUF_FULL    RttscopeCounter = 17
+	RttscopeCounterCOUNTER_SUMMARIES_SENT          RttscopeCounter = 18
+	RttscopeCounterCOUNTER_SAMPLES_TCP_TS          RttscopeCounter = 19
+	RttscopeCounterCOUNTER_SAMPLES_ICMP            RttscopeCounter = 20
+	RttscopeCounterCOUNTER_SAMPLES_TCP_SEQ         RttscopeCounter = 21
+	RttscopeCounterCOUNTER_SAMPLES_TCP_SYN         RttscopeCounter = 22
+	RttscopeCounterCOUNTER_SAMPLES_DNS             RttscopeCounter = 23
+	RttscopeCounterCOUNTER_SAMPLES_QUIC_SPIN       RttscopeCounter = 24
+	RttscopeCounterCOUNTER_TCP_SEQ_RETRANSMISSIONS RttscopeCounter = 25
+	RttscopeCounterCOUNTER_TCP_SEQ_AMBIGUOUS       RttscopeCounter = 26
+	RttscopeCounterCOUNTER_DNS_DUPLICATE_QUERIES   RttscopeCounter = 27
+	RttscopeCounterCOUNTER_DNS_UNMATCHED_RESPONSES RttscopeCounter = 28
+	RttscopeCounterCOUNTER_QUIC_SPIN_REJECTED      RttscopeCounter = 29
+	RttscopeCounterCOUNTER_QUIC_SPIN_RANDOM        RttscopeCounter = 30
+	RttscopeCounterCOUNTER_NR                      RttscopeCounter = 31
 )
 
 type RttscopeEventType uint32
@@ -92,6 +105,7 @@ const (
 	RttscopeEventTypeEVENT_TYPE_RTT          RttscopeEventType = 1
 	RttscopeEventTypeEVENT_TYPE_FLOW         RttscopeEventType = 2
 	RttscopeEventTypeEVENT_TYPE_FLOW_SUMMARY RttscopeEventType = 3
+	RttscopeEventTypeEVENT_TYPE_RTT_NAMED    RttscopeEventType = 4
 )
 
 type RttscopeFlowEvent struct {
@@ -138,31 +152,39 @@ type RttscopeFlowState struct {
 		HasLastId     uint8
 		FinSeen       uint8
 		LocalDst      uint8
-		Reserved      uint8
+		TsRing        uint8
 		MinRtt        uint64
 		Srtt          uint64
-		Pending       [2]uint32
-		TsTaken       uint8
-		TsNext        uint8
-		HasEchoed     uint8
-		Reserved2     uint8
+		Outstanding   uint32
 		Echoed        uint32
+		Pending       [2]uint32
 	}
 	Opener      uint8
 	ClosingSent uint8
 	Reserved    [6]uint8
+	Seq         [2]struct {
+		_           structs.HostLayout
+		MaxEnd      uint32
+		TimedEnd    uint32
+		HasMax      uint8
+		Timed       uint8
+		TimedSource uint8
+		Reserved    uint8
+	}
+	_ [8]byte
 }
 
 type RttscopeFlowSummary struct {
 	_     structs.HostLayout
 	Start uint64
 	Dir   [2]struct {
-		_        structs.HostLayout
-		Count    uint64
-		Sum      uint64
-		Max      uint64
-		Hist     [217]uint16
-		Reserved [3]uint16
+		_           structs.HostLayout
+		Count       uint64
+		Sum         uint64
+		Max         uint64
+		Hist        [217]uint16
+		Reserved    [3]uint16
+		SourceCount [6]uint32
 	}
 }
 
@@ -175,15 +197,16 @@ type RttscopeFlowSummaryEvent struct {
 	Reserved  uint32
 	Start     uint64
 	Dir       [2]struct {
-		_        structs.HostLayout
-		Pkts     uint64
-		Bytes    uint64
-		Count    uint64
-		Sum      uint64
-		Min      uint64
-		Max      uint64
-		Hist     [217]uint16
-		Reserved [3]uint16
+		_           structs.HostLayout
+		Pkts        uint64
+		Bytes       uint64
+		Count       uint64
+		Sum         uint64
+		Min         uint64
+		Max         uint64
+		Hist        [217]uint16
+		Reserved    [3]uint16
+		SourceCount [6]uint32
 	}
 }
 
@@ -230,7 +253,9 @@ type RttscopeRttEvent struct {
 	Ifindex       uint32
 	Timestamp     uint64
 	Flow          RttscopeNetworkTuple
-	MatchOnEgress uint32
+	MatchOnEgress uint8
+	Source        uint8
+	Reserved      uint16
 	Rtt           uint64
 	MinRtt        uint64
 	Srtt          uint64
@@ -238,7 +263,31 @@ type RttscopeRttEvent struct {
 	SentBytes     uint64
 	RecPkts       uint64
 	RecBytes      uint64
+	DnsQtype      uint16
+	DnsRcode      uint8
+	DnsTruncated  uint8
+	Reserved2     uint32
 }
+
+type RttscopeRttNamedEvent struct {
+	_        structs.HostLayout
+	Rtt      RttscopeRttEvent
+	NameLen  uint16
+	Reserved [6]uint8
+	Name     [256]uint8
+}
+
+type RttscopeRttSource uint32
+
+const (
+	RttscopeRttSourceRTT_SOURCE_TCP_TS    RttscopeRttSource = 0
+	RttscopeRttSourceRTT_SOURCE_ICMP      RttscopeRttSource = 1
+	RttscopeRttSourceRTT_SOURCE_TCP_SEQ   RttscopeRttSource = 2
+	RttscopeRttSourceRTT_SOURCE_TCP_SYN   RttscopeRttSource = 3
+	RttscopeRttSourceRTT_SOURCE_DNS       RttscopeRttSource = 4
+	RttscopeRttSourceRTT_SOURCE_QUIC_SPIN RttscopeRttSource = 5
+	RttscopeRttSourceRTT_SOURCES          RttscopeRttSource = 6
+)
 
 // Names of all BPF objects in the ELF.
 //
@@ -249,6 +298,7 @@ const (
 	RttscopeMapAggMap1                    = "agg_map1"
 	RttscopeMapAggZero                    = "agg_zero"
 	RttscopeMapCounters                   = "counters"
+	RttscopeMapDnsNames                   = "dns_names"
 	RttscopeMapEvents                     = "events"
 	RttscopeMapFlowMap                    = "flow_map"
 	RttscopeMapFlowRing                   = "flow_ring"
@@ -274,20 +324,27 @@ const (
 	RttscopeVarCfgAggPrefixV6             = "cfg_agg_prefix_v6"
 	RttscopeVarCfgAggReverse              = "cfg_agg_reverse"
 	RttscopeVarCfgAggregate               = "cfg_aggregate"
+	RttscopeVarCfgDnsNames                = "cfg_dns_names"
+	RttscopeVarCfgDnsPorts                = "cfg_dns_ports"
 	RttscopeVarCfgEventWakeupBytes        = "cfg_event_wakeup_bytes"
 	RttscopeVarCfgFlowSummary             = "cfg_flow_summary"
 	RttscopeVarCfgHaveL3Ifaces            = "cfg_have_l3_ifaces"
 	RttscopeVarCfgIncludeSyn              = "cfg_include_syn"
 	RttscopeVarCfgLocalFilter             = "cfg_local_filter"
 	RttscopeVarCfgOtherFlowTimeoutNs      = "cfg_other_flow_timeout_ns"
+	RttscopeVarCfgQuicPorts               = "cfg_quic_ports"
 	RttscopeVarCfgRateLimitNs             = "cfg_rate_limit_ns"
 	RttscopeVarCfgReplay                  = "cfg_replay"
 	RttscopeVarCfgRttRateMilli            = "cfg_rtt_rate_milli"
 	RttscopeVarCfgRttRateUseSrtt          = "cfg_rtt_rate_use_srtt"
 	RttscopeVarCfgSteps                   = "cfg_steps"
 	RttscopeVarCfgTcpFlowTimeoutNs        = "cfg_tcp_flow_timeout_ns"
+	RttscopeVarCfgTcpMode                 = "cfg_tcp_mode"
+	RttscopeVarCfgTrackDns                = "cfg_track_dns"
 	RttscopeVarCfgTrackIcmp               = "cfg_track_icmp"
+	RttscopeVarCfgTrackQuic               = "cfg_track_quic"
 	RttscopeVarCfgTrackTcp                = "cfg_track_tcp"
+	RttscopeVarCfgTrackTcpHandshake       = "cfg_track_tcp_handshake"
 	RttscopeVarCfgTsTimeoutNs             = "cfg_ts_timeout_ns"
 	RttscopeVarReplayNow                  = "replay_now"
 )
@@ -354,6 +411,7 @@ type RttscopeMapSpecs struct {
 	AggMap1        *ebpf.MapSpec `ebpf:"agg_map1"`
 	AggZero        *ebpf.MapSpec `ebpf:"agg_zero"`
 	Counters       *ebpf.MapSpec `ebpf:"counters"`
+	DnsNames       *ebpf.MapSpec `ebpf:"dns_names"`
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	FlowMap        *ebpf.MapSpec `ebpf:"flow_map"`
 	FlowRing       *ebpf.MapSpec `ebpf:"flow_ring"`
@@ -376,20 +434,27 @@ type RttscopeVariableSpecs struct {
 	CfgAggPrefixV6        *ebpf.VariableSpec `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.VariableSpec `ebpf:"cfg_agg_reverse"`
 	CfgAggregate          *ebpf.VariableSpec `ebpf:"cfg_aggregate"`
+	CfgDnsNames           *ebpf.VariableSpec `ebpf:"cfg_dns_names"`
+	CfgDnsPorts           *ebpf.VariableSpec `ebpf:"cfg_dns_ports"`
 	CfgEventWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_event_wakeup_bytes"`
 	CfgFlowSummary        *ebpf.VariableSpec `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.VariableSpec `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.VariableSpec `ebpf:"cfg_include_syn"`
 	CfgLocalFilter        *ebpf.VariableSpec `ebpf:"cfg_local_filter"`
 	CfgOtherFlowTimeoutNs *ebpf.VariableSpec `ebpf:"cfg_other_flow_timeout_ns"`
+	CfgQuicPorts          *ebpf.VariableSpec `ebpf:"cfg_quic_ports"`
 	CfgRateLimitNs        *ebpf.VariableSpec `ebpf:"cfg_rate_limit_ns"`
 	CfgReplay             *ebpf.VariableSpec `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_milli"`
 	CfgRttRateUseSrtt     *ebpf.VariableSpec `ebpf:"cfg_rtt_rate_use_srtt"`
 	CfgSteps              *ebpf.VariableSpec `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.VariableSpec `ebpf:"cfg_tcp_flow_timeout_ns"`
+	CfgTcpMode            *ebpf.VariableSpec `ebpf:"cfg_tcp_mode"`
+	CfgTrackDns           *ebpf.VariableSpec `ebpf:"cfg_track_dns"`
 	CfgTrackIcmp          *ebpf.VariableSpec `ebpf:"cfg_track_icmp"`
+	CfgTrackQuic          *ebpf.VariableSpec `ebpf:"cfg_track_quic"`
 	CfgTrackTcp           *ebpf.VariableSpec `ebpf:"cfg_track_tcp"`
+	CfgTrackTcpHandshake  *ebpf.VariableSpec `ebpf:"cfg_track_tcp_handshake"`
 	CfgTsTimeoutNs        *ebpf.VariableSpec `ebpf:"cfg_ts_timeout_ns"`
 	ReplayNow             *ebpf.VariableSpec `ebpf:"replay_now"`
 }
@@ -419,6 +484,7 @@ type RttscopeMaps struct {
 	AggMap1        *ebpf.Map `ebpf:"agg_map1"`
 	AggZero        *ebpf.Map `ebpf:"agg_zero"`
 	Counters       *ebpf.Map `ebpf:"counters"`
+	DnsNames       *ebpf.Map `ebpf:"dns_names"`
 	Events         *ebpf.Map `ebpf:"events"`
 	FlowMap        *ebpf.Map `ebpf:"flow_map"`
 	FlowRing       *ebpf.Map `ebpf:"flow_ring"`
@@ -439,6 +505,7 @@ func (m *RttscopeMaps) Close() error {
 		m.AggMap1,
 		m.AggZero,
 		m.Counters,
+		m.DnsNames,
 		m.Events,
 		m.FlowMap,
 		m.FlowRing,
@@ -462,20 +529,27 @@ type RttscopeVariables struct {
 	CfgAggPrefixV6        *ebpf.Variable `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.Variable `ebpf:"cfg_agg_reverse"`
 	CfgAggregate          *ebpf.Variable `ebpf:"cfg_aggregate"`
+	CfgDnsNames           *ebpf.Variable `ebpf:"cfg_dns_names"`
+	CfgDnsPorts           *ebpf.Variable `ebpf:"cfg_dns_ports"`
 	CfgEventWakeupBytes   *ebpf.Variable `ebpf:"cfg_event_wakeup_bytes"`
 	CfgFlowSummary        *ebpf.Variable `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.Variable `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.Variable `ebpf:"cfg_include_syn"`
 	CfgLocalFilter        *ebpf.Variable `ebpf:"cfg_local_filter"`
 	CfgOtherFlowTimeoutNs *ebpf.Variable `ebpf:"cfg_other_flow_timeout_ns"`
+	CfgQuicPorts          *ebpf.Variable `ebpf:"cfg_quic_ports"`
 	CfgRateLimitNs        *ebpf.Variable `ebpf:"cfg_rate_limit_ns"`
 	CfgReplay             *ebpf.Variable `ebpf:"cfg_replay"`
 	CfgRttRateMilli       *ebpf.Variable `ebpf:"cfg_rtt_rate_milli"`
 	CfgRttRateUseSrtt     *ebpf.Variable `ebpf:"cfg_rtt_rate_use_srtt"`
 	CfgSteps              *ebpf.Variable `ebpf:"cfg_steps"`
 	CfgTcpFlowTimeoutNs   *ebpf.Variable `ebpf:"cfg_tcp_flow_timeout_ns"`
+	CfgTcpMode            *ebpf.Variable `ebpf:"cfg_tcp_mode"`
+	CfgTrackDns           *ebpf.Variable `ebpf:"cfg_track_dns"`
 	CfgTrackIcmp          *ebpf.Variable `ebpf:"cfg_track_icmp"`
+	CfgTrackQuic          *ebpf.Variable `ebpf:"cfg_track_quic"`
 	CfgTrackTcp           *ebpf.Variable `ebpf:"cfg_track_tcp"`
+	CfgTrackTcpHandshake  *ebpf.Variable `ebpf:"cfg_track_tcp_handshake"`
 	CfgTsTimeoutNs        *ebpf.Variable `ebpf:"cfg_ts_timeout_ns"`
 	ReplayNow             *ebpf.Variable `ebpf:"replay_now"`
 }

@@ -113,8 +113,8 @@ func TestAggregateHistogram(t *testing.T) {
 		want[hist.Bin(v)]++
 	}
 	n := len(rtts)
-	if g.Count != uint64(n) || uint64(g.Min) != sorted[0] || uint64(g.Max) != sorted[n-1] || uint64(g.Mean) != sum/uint64(n) {
-		t.Errorf("count/min/mean/max = %d/%d/%d/%d, want %d/%d/%d/%d", g.Count, g.Min, g.Mean, g.Max, n, sorted[0], sum/uint64(n), sorted[n-1])
+	if g.Count != uint64(n) || uint64(g.Min) != sorted[0] || uint64(g.Max) != sorted[n-1] || uint64(g.Mean) != sum/uint64(n) || uint64(g.Sum) != sum {
+		t.Errorf("count/min/mean/max/sum = %d/%d/%d/%d/%d, want %d/%d/%d/%d/%d", g.Count, g.Min, g.Mean, g.Max, g.Sum, n, sorted[0], sum/uint64(n), sorted[n-1], sum)
 	}
 	got := make([]uint64, hist.Bins)
 	for _, hb := range g.Histogram {

@@ -186,20 +186,9 @@ func TestLiveVersusReplay(t *testing.T) {
 	if _, err := exec.LookPath("tcpdump"); err != nil {
 		t.Skip("skipped: tcpdump not installed (apt-get install tcpdump)")
 	}
-	if removed, err := lab.CleanupStale(); len(removed) > 0 || err != nil {
-		t.Logf("removed stale lab namespaces %v (%v)", removed, err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	l, err := lab.New(ctx, lab.Config{Prefix: "rtt-rp", Paths: []lab.PathSpec{{DelayToServer: 20 * time.Millisecond, DelayToClient: 20 * time.Millisecond}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("lab: %v", err)
-		}
-	})
+	l := labFor(ctx, t, "rtt-rp", lab.PathSpec{DelayToServer: 20 * time.Millisecond, DelayToClient: 20 * time.Millisecond})
 	ifname := l.MiddleboxServerIf[0]
 	var ifindex int
 	if err := l.Middlebox.Do(func() error {
@@ -224,24 +213,7 @@ func TestLiveVersusReplay(t *testing.T) {
 
 	cfg := loader.DefaultConfig()
 	cfg.TrackTCP, cfg.TrackICMP, cfg.RateLimit = true, true, 0
-	live := &liveCollector{}
-	attached := make(chan struct{})
-	monCtx, stopMon := context.WithCancel(ctx)
-	monDone := make(chan error, 1)
-	go func() {
-		monDone <- monitor.Run(monCtx, monitor.Options{
-			Interfaces: []string{ifname}, Netns: l.Middlebox.Name, BPF: cfg,
-			CleanupInterval: time.Second, Output: live, Log: io.Discard,
-			OnAttached: func() { close(attached) },
-		})
-	}()
-	select {
-	case <-attached:
-	case err := <-monDone:
-		t.Fatalf("monitor ended before attaching: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("monitor not attached after 20s")
-	}
+	live, stopMon := startLiveMonitor(ctx, t, l, ifname, cfg)
 
 	// Traffic: 25 pings each way family, then 2 s of TCP at 15 Mbit/s.
 	for _, dst := range []netip.Addr{l.ServerAddr4[0], l.ServerAddr6[0]} {
@@ -259,9 +231,6 @@ func TestLiveVersusReplay(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	stopMon()
-	if err := <-monDone; err != nil {
-		t.Fatalf("monitor: %v", err)
-	}
 	droppedEth, droppedSLL := stopEth(), stopSLL()
 
 	local := []netip.Prefix{netip.PrefixFrom(l.ClientAddr4, 24).Masked(), netip.PrefixFrom(l.ClientAddr6, 64).Masked()}
@@ -334,6 +303,64 @@ func TestLiveVersusReplay(t *testing.T) {
 	}
 
 	t.Run("tshark-icmp", func(t *testing.T) { tsharkCheck(t, ethPcap, cfg) })
+}
+
+// labFor builds a lab of one path for a test (removing stale ones first)
+// and closes it when the test ends.
+func labFor(ctx context.Context, t *testing.T, prefix string, path lab.PathSpec) *lab.Lab {
+	t.Helper()
+	if removed, err := lab.CleanupStale(); len(removed) > 0 || err != nil {
+		t.Logf("removed stale lab namespaces %v (%v)", removed, err)
+	}
+	l, err := lab.New(ctx, lab.Config{Prefix: prefix, Paths: []lab.PathSpec{path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("lab: %v", err)
+		}
+	})
+	return l
+}
+
+// startLiveMonitor runs the monitor with cfg on the middlebox's interface
+// ifname until stop is called, returning once it is attached.
+func startLiveMonitor(ctx context.Context, t *testing.T, l *lab.Lab, ifname string, cfg loader.Config) (live *liveCollector, stop func()) {
+	t.Helper()
+	live = &liveCollector{}
+	attached := make(chan struct{})
+	monCtx, stopMon := context.WithCancel(ctx)
+	monDone := make(chan error, 1)
+	go func() {
+		monDone <- monitor.Run(monCtx, monitor.Options{
+			Interfaces: []string{ifname}, Netns: l.Middlebox.Name, BPF: cfg,
+			CleanupInterval: time.Second, Output: live, Log: io.Discard,
+			OnAttached: func() { close(attached) },
+		})
+	}()
+	select {
+	case <-attached:
+	case err := <-monDone:
+		stopMon()
+		t.Fatalf("monitor ended before attaching: %v", err)
+	case <-time.After(20 * time.Second):
+		stopMon()
+		t.Fatal("monitor not attached after 20s")
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		stopMon()
+		if err := <-monDone; err != nil {
+			t.Errorf("monitor: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return live, stop
 }
 
 // tsharkCheck compares tshark's icmp.resptime/icmpv6.resptime with the

@@ -93,10 +93,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, keep func(name string) bool) {
 	all.VarP(flagval.Choice(&c.RTTRateUseSRTT, []string{"min", "smoothed"}, []bool{false, true}).Alias("srtt", true),
 		"rtt-type", "t", "RTT the --rtt-rate applies to: min or smoothed")
 	o.addSourceFlags(all)
+	all.Var(flagval.Choice(&c.TCPMode, loader.TCPModeNames, []loader.TCPMode{loader.TCPAuto, loader.TCPTimestamps, loader.TCPSequence}),
+		"tcp-mode", "where TCP samples come from: ts (timestamp option, as ePPing), seq (sequence and ACK numbers, Karn's rule) or auto (timestamps where a segment has the option, sequence numbers where it does not)")
+	all.Var(flagval.NewPorts(c.DNSPorts[:]), "dns-ports", "server ports of --dns, comma-separated (at most 4)")
+	all.BoolVar(&c.DNSNames, "dns-names", c.DNSNames, "with --dns, also report the question's name (off: names are never read; they are personal data, see docs/privacy.md)")
+	all.Var(flagval.NewPorts(c.QUICPorts[:]), "quic-ports", "UDP ports of --quic, comma-separated (at most 4)")
 	all.BoolVarP(&c.IncludeSYN, "include-syn", "s", c.IncludeSYN, "also timestamp SYNs, so handshakes open flows and give samples (can fill state under SYN floods)")
 	all.BoolVarP(&c.IncludeLocal, "include-local", "l", c.IncludeLocal, "also timestamp packets addressed to this host, giving samples of its own response time (matched on egress)")
 	all.DurationVar(&c.TCPFlowTimeout, "tcp-flow-timeout", c.TCPFlowTimeout, "forget TCP flows idle this long (reported as closing due to flow timeout)")
-	all.DurationVar(&c.OtherFlowTimeout, "icmp-flow-timeout", c.OtherFlowTimeout, "forget ICMP flows idle this long")
+	all.DurationVar(&c.OtherFlowTimeout, "icmp-flow-timeout", c.OtherFlowTimeout, "forget ICMP and UDP (DNS, QUIC) flows idle this long")
 	all.DurationVar(&c.TimestampTimeout, "timestamp-timeout", c.TimestampTimeout, "drop timestamps not answered within this time")
 	all.Uint32Var(&c.FlowMapSize, "flow-map-size", c.FlowMapSize, "maximum number of concurrent flows tracked in the kernel")
 	all.Uint32Var(&c.TimestampMapSize, "timestamp-map-size", c.TimestampMapSize, "maximum number of outstanding timestamps in the kernel")
@@ -125,8 +130,11 @@ func (o *Options) addSourceFlags(fs *pflag.FlagSet) {
 		on          *bool
 		usage       string
 	}{
-		{"tcp", "T", &o.BPF.TrackTCP, "report TCP RTTs from TCP timestamps (the default when neither -T nor -C is given)"},
+		{"tcp", "T", &o.BPF.TrackTCP, "report TCP RTTs of data segments, see --tcp-mode (the default when no source flag is given)"},
+		{"tcp-handshake", "", &o.BPF.TrackTCPHandshake, "report TCP handshake RTTs: SYN to SYN-ACK and SYN-ACK to ACK (SYNs then open flows, which can fill state under SYN floods)"},
 		{"icmp", "C", &o.BPF.TrackICMP, "report ICMP and ICMPv6 echo RTTs"},
+		{"quic", "", &o.BPF.TrackQUIC, "report the end-to-end RTT that the QUIC spin bit shows, from 1-RTT packets (ports: --quic-ports; flows whose bit is constant or random give none)"},
+		{"dns", "", &o.BPF.TrackDNS, "report DNS query -> response times over UDP and TCP, with rcode, query type and TC bit; the name only with --dns-names (server ports: --dns-ports)"},
 	} {
 		g.on, g.defaults, g.given = append(g.on, s.on), append(g.defaults, *s.on), append(g.given, false)
 		f := fs.VarPF(&sourceFlag{g: g, i: len(g.on) - 1}, s.name, s.short, s.usage)

@@ -49,6 +49,8 @@ func TestDefaults(t *testing.T) {
 func TestEveryFlagSetsSomething(t *testing.T) {
 	args := map[string]string{
 		"rate-limit": "7", "rtt-rate": "2", "rtt-type": "smoothed", "tcp": "true", "icmp": "true",
+		"tcp-mode": "seq", "tcp-handshake": "true", "dns": "true", "dns-ports": "53,5353", "dns-names": "true",
+		"quic": "true", "quic-ports": "443,8443",
 		"include-syn": "true", "include-local": "true", "tcp-flow-timeout": "7s", "icmp-flow-timeout": "7s",
 		"timestamp-timeout": "7s", "flow-map-size": "7", "timestamp-map-size": "7", "ringbuf-size": "8192",
 		"aggregate": "7s", "aggregate-subnets-v4": "7", "aggregate-subnets-v6": "7", "aggregate-reverse": "true",
@@ -81,27 +83,41 @@ func TestEveryFlagSetsSomething(t *testing.T) {
 // TestSources: the sources given true are tracked; with none, TCP.
 func TestSources(t *testing.T) {
 	for _, tc := range []struct {
-		args      []string
-		tcp, icmp bool
+		args                 []string
+		tcp, icmp, handshake bool
 	}{
-		{nil, true, false},
-		{[]string{"-T"}, true, false},
-		{[]string{"-C"}, false, true},
-		{[]string{"-T", "-C"}, true, true},
-		{[]string{"-C", "-T"}, true, true},
-		{[]string{"--tcp=false"}, true, false},
-		{[]string{"--icmp=false"}, true, false},
-		{[]string{"-T", "--tcp=false"}, true, false},
-		{[]string{"-C", "--tcp=false"}, false, true},
-		{[]string{"-T", "-C", "--icmp=false"}, true, false},
+		{nil, true, false, false},
+		{[]string{"--tcp-handshake"}, false, false, true},
+		{[]string{"--tcp-handshake", "-T"}, true, false, true},
+		{[]string{"-T"}, true, false, false},
+		{[]string{"-C"}, false, true, false},
+		{[]string{"-T", "-C"}, true, true, false},
+		{[]string{"-C", "-T"}, true, true, false},
+		{[]string{"--tcp=false"}, true, false, false},
+		{[]string{"--icmp=false"}, true, false, false},
+		{[]string{"-T", "--tcp=false"}, true, false, false},
+		{[]string{"-C", "--tcp=false"}, false, true, false},
+		{[]string{"-T", "-C", "--icmp=false"}, true, false, false},
 	} {
 		c := mustParse(t, tc.args...).BPF
-		if c.TrackTCP != tc.tcp || c.TrackICMP != tc.icmp {
-			t.Errorf("%q: TCP %v ICMP %v, want %v %v", tc.args, c.TrackTCP, c.TrackICMP, tc.tcp, tc.icmp)
+		if c.TrackTCP != tc.tcp || c.TrackICMP != tc.icmp || c.TrackTCPHandshake != tc.handshake {
+			t.Errorf("%q: TCP %v ICMP %v handshake %v, want %v %v %v", tc.args, c.TrackTCP, c.TrackICMP,
+				c.TrackTCPHandshake, tc.tcp, tc.icmp, tc.handshake)
 		}
 	}
 	if _, err := parse(t, nil, "--tcp=maybe"); err == nil {
 		t.Error("--tcp=maybe accepted")
+	}
+	if _, err := parse(t, nil, "--tcp-mode=both"); err == nil {
+		t.Error("--tcp-mode=both accepted")
+	}
+	for _, bad := range []string{"0", "65536", "1,2,3,4,5", "53,", "x"} {
+		if _, err := parse(t, nil, "--dns-ports="+bad); err == nil {
+			t.Errorf("--dns-ports=%s accepted", bad)
+		}
+	}
+	if c := mustParse(t, "--dns", "--dns-ports", "5353,53").BPF; !c.TrackDNS || c.TrackTCP || c.DNSPorts != [loader.DNSPortSlots]uint16{5353, 53} {
+		t.Errorf("--dns --dns-ports 5353,53: %+v", c)
 	}
 }
 

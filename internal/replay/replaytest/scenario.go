@@ -163,6 +163,7 @@ type Event struct {
 	RTT       int64 // ns; 0 for flow events
 	MinRTT    int64
 	Egress    bool
+	Source    string // "" for flow events
 	FlowEvent string // "opening"/"closing"; "" for RTT events
 	Reason    string
 	Trigger   string
@@ -173,7 +174,7 @@ func (e Event) String() string {
 	if e.FlowEvent != "" {
 		return fmt.Sprintf("%s %s %s+%s %s due to %s from %s", t, e.Proto, e.Src, e.Dst, e.FlowEvent, e.Reason, e.Trigger)
 	}
-	return fmt.Sprintf("%s %s %s+%s rtt=%dns min=%dns egress=%v", t, e.Proto, e.Src, e.Dst, e.RTT, e.MinRTT, e.Egress)
+	return fmt.Sprintf("%s %s %s+%s rtt=%dns min=%dns egress=%v source=%s", t, e.Proto, e.Src, e.Dst, e.RTT, e.MinRTT, e.Egress, e.Source)
 }
 
 func ep(a netip.Addr, port uint16) string { return fmt.Sprintf("%s:%d", a, port) }
@@ -190,7 +191,11 @@ func Expected() []Event {
 		if m, ok := minRTT[k]; !ok || d < m {
 			minRTT[k] = d
 		}
-		out = append(out, Event{Time: T0 + at, Src: src, Dst: dst, Proto: proto, RTT: d, MinRTT: minRTT[k], Egress: egress})
+		source := "tcp_ts" // the scenario's TCP flows all have timestamps
+		if proto != "TCP" {
+			source = "icmp"
+		}
+		out = append(out, Event{Time: T0 + at, Src: src, Dst: dst, Proto: proto, RTT: d, MinRTT: minRTT[k], Egress: egress, Source: source})
 	}
 	flow := func(at int64, src, dst, proto, typ, reason string) {
 		out = append(out, Event{Time: T0 + at, Src: src, Dst: dst, Proto: proto, FlowEvent: typ, Reason: reason, Trigger: "src"})
@@ -279,6 +284,7 @@ type jsonEvent struct {
 	RTT           *int64 `json:"rtt"`
 	MinRTT        int64  `json:"min_rtt"`
 	MatchOnEgress bool   `json:"match_on_egress"`
+	Source        string `json:"source"`
 	FlowEvent     string `json:"flow_event"`
 	Reason        string `json:"reason"`
 	TriggeredBy   string `json:"triggered_by"`
@@ -295,7 +301,7 @@ func (j *jsonEvent) event() Event {
 		Trigger:   j.TriggeredBy,
 	}
 	if j.RTT != nil {
-		e.RTT, e.MinRTT, e.Egress = *j.RTT, j.MinRTT, j.MatchOnEgress
+		e.RTT, e.MinRTT, e.Egress, e.Source = *j.RTT, j.MinRTT, j.MatchOnEgress, j.Source
 	}
 	return e
 }
