@@ -38,7 +38,7 @@ static __always_inline void send_timeout_event(const struct network_tuple *flow,
 	e->reason = EVENT_REASON_FLOW_TIMEOUT;
 	e->source = EVENT_SOURCE_GC;
 	e->reserved = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, event_wakeup());
 	count(COUNTER_FLOW_EVENTS);
 }
 

@@ -69,6 +69,11 @@ volatile const bool cfg_agg_reverse = false;
 /* Keep per-flow RTT summaries and report them (summary.h). */
 volatile const bool cfg_flow_summary = false;
 
+/* Ring buffer wake-ups (event_wakeup in rttscope.c): 0, every event wakes
+ * the reader; otherwise only an event that finds at least this many bytes
+ * waiting, and user space polls. */
+volatile const __u32 cfg_event_wakeup_bytes = 0;
+
 /* Steps of the data path, in the order they add cost. Benchmarks only
  * (rttscope bench --only steps): cfg_steps runs the data path up to and
  * including that step and prunes the rest, to measure what each step costs;

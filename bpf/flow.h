@@ -34,10 +34,33 @@ struct flow_dir_state {
 	__u64 srtt;
 	__u32 outstanding; /* timestamps not yet matched (approximate) */
 	__u8 last_source; /* enum rtt_source of last_id */
-	__u8 reserved[3];
+	/* The ring of pending[]: bits 0-1 the slots in use (0-2), bit 2 the
+	 * slot the next timestamp goes to (the older one when both are). */
+	__u8 ts_ring;
+	__u8 reserved[2];
+	/* Newest TSecr this side's replies echoed (0: none yet). */
+	__u32 echoed;
+	/* The last two TCP timestamps (RTT_SOURCE_TCP_TS) taken in this
+	 * direction, for the ACKs' filter (reply_may_match). Written, with
+	 * ts_ring, by this side's timestamped packets only. */
+	__u32 pending[2];
+	__u32 reserved2;
 	__u64 base_sent_pkts, base_sent_bytes; /* own totals at activation */
 	__u64 base_rec_pkts, base_rec_bytes; /* the other side's, likewise */
 };
+
+#define TS_RING_USED 3
+#define TS_RING_NEXT 4
+
+/* Remembers a TCP timestamp taken in d's direction in pending[]. */
+static __always_inline void ts_ring_add(struct flow_dir_state *d, __u32 id)
+{
+	__u8 r = d->ts_ring, used = r & TS_RING_USED;
+
+	d->pending[(r & TS_RING_NEXT) ? 1 : 0] = id;
+	d->ts_ring =
+		((r ^ TS_RING_NEXT) & TS_RING_NEXT) | (used < 2 ? used + 1 : 2);
+}
 
 enum conn_state {
 	CONN_EMPTY = 0, /* nothing worth timestamping sent yet */

@@ -110,6 +110,20 @@ static __always_inline bool is_local_direction(void *ctx, struct packet_info *p,
 	return snd->local_dst == LOCAL_DST_YES;
 }
 
+/* The flags of an event's bpf_ringbuf_submit. A wake-up of the reader is
+ * an irq_work, which costs the program microseconds (in a VM, an
+ * interrupt): with cfg_event_wakeup_bytes the reader, which polls, is only
+ * woken when the ring fills up. */
+static __always_inline __u64 event_wakeup(void)
+{
+	if (!cfg_event_wakeup_bytes)
+		return 0;
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >=
+			       cfg_event_wakeup_bytes ?
+		       BPF_RB_FORCE_WAKEUP :
+		       BPF_RB_NO_WAKEUP;
+}
+
 /* Reports a change of a direction's state, named as ePPing names it (see
  * struct flow_event): from the side that answers it, so the packet's own
  * tuple for its receiver's direction, reversed for its sender's (written
@@ -144,7 +158,7 @@ __noinline int send_flow_event(struct packet_info *p, bool of_sender,
 			    EVENT_SOURCE_SRC :
 			    EVENT_SOURCE_DEST;
 	e->reserved = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, event_wakeup());
 	count(COUNTER_FLOW_EVENTS);
 	return 0;
 }
@@ -209,7 +223,7 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 		return;
 	}
 	fill_rtt_event(e, p, orig, rec, rtt);
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, event_wakeup());
 	count(COUNTER_RTT_EVENTS);
 }
 
@@ -237,7 +251,7 @@ __noinline int send_dns_named_event(struct packet_info *p,
 	e->name_len = p->dns.name_len;
 	__builtin_memset(e->reserved, 0, sizeof(e->reserved));
 	__builtin_memcpy(e->name, n->name, sizeof(e->name));
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, event_wakeup());
 	count(COUNTER_RTT_EVENTS);
 	return 0;
 }
@@ -399,11 +413,56 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 					  BPF_NOEXIST);
 	if (ret == 0) {
 		__sync_fetch_and_add(&snd->outstanding, 1);
+		if (p->pid.flow.reserved == RTT_SOURCE_TCP_TS)
+			ts_ring_add(snd, p->pid.identifier);
 		count(COUNTER_TS_CREATED);
 		remember_ts(&p->pid);
 	} else if (ret == -E2BIG_ERR) {
 		count(COUNTER_TS_MAP_FULL);
 	}
+}
+
+/* Whether a reply echoing p->reply_id can find a timestamp of orig's side:
+ * only an identifier that was timestamped can. Every source: not when the
+ * direction has none outstanding. TCP timestamps: most ACKs echo a TSval
+ * that was not timestamped (in a bulk transfer nearly every ACK echoes
+ * one, and one TSval per rate-limit interval is timestamped), and with
+ * GSO/GRO some timestamped TSvals are never echoed, so the outstanding
+ * count stays above zero; sparing those ACKs the timestamp map lookup
+ * halves an ACK's cost. rep is the replying side's half.
+ *
+ * The last two TSvals timestamped always qualify. An older one can only
+ * still be waiting when more than two are in flight (RTT above two
+ * rate-limit intervals); since a receiver's TSecr only grows, such a
+ * reply echoes a value newer than any echo before it. So a TSval older
+ * than both pending ones qualifies only when it is newer than the newest
+ * echo seen so far; a reordered ACK echoing an older, skipped TSval gives
+ * no sample (documented in docs/performance.md). */
+static __always_inline bool reply_may_match(struct packet_info *p,
+					    struct flow_dir_state *orig,
+					    struct flow_dir_state *rep)
+{
+	__u32 id = p->reply_id, oldest;
+	__u8 ring = orig->ts_ring;
+	bool newest_echo;
+
+	if (!orig->outstanding)
+		return false;
+	if (p->reply_source != RTT_SOURCE_TCP_TS)
+		return true;
+	if (!(ring & TS_RING_USED))
+		return false;
+	/* (s32) differences: TSvals wrap around. An echo of 0 counts as
+	 * none: the next one is then taken as newest, one lookup more. */
+	newest_echo = !rep->echoed || (__s32)(id - rep->echoed) > 0;
+	if (newest_echo)
+		rep->echoed = id;
+	if (id == orig->pending[0] || id == orig->pending[1])
+		return true;
+	if ((ring & TS_RING_USED) < 2)
+		return false;
+	oldest = orig->pending[(ring & TS_RING_NEXT) ? 1 : 0];
+	return newest_echo && (__s32)(id - oldest) < 0;
 }
 
 /* Reports one RTT sample of source p->reply_source, completed by p: of
@@ -471,7 +530,9 @@ static __always_inline void match_packet(struct packet_info *p,
 
 	if (!p->reply_valid)
 		return;
-	if (!orig->outstanding || !may_match(p, orig)) {
+	/* ePPing's rule for the direction's state first; then the ACK filter,
+	 * which also checks that some timestamp is outstanding. */
+	if (!may_match(p, orig) || !reply_may_match(p, orig, snd)) {
 		dns_unmatched(p);
 		return;
 	}

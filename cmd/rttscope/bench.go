@@ -154,6 +154,7 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&o.Pairs, "pairs", def.Pairs, "test_run: data/ACK pairs per rep, each frame run once (0 = skip)")
 	f.StringVar(&path, "path", def.Path.String(), "live: lab path DELAY[/RETURN_DELAY][@RATE] between middlebox and server")
 	f.StringVar(&pacing, "pacing", lab.FormatRate(def.Pacing), "live: pace the bulk transfer to this rate (e.g. 200mbit); 0 or unlimited = as fast as TCP goes (saturates the lab's delay line: loss)")
+	f.BoolVar(&o.LiveUDP, "live-udp", false, "live, steps: the small-datagram UDP flood of the load phase (--udp-payload, --udp-pps, --udp-senders) instead of the TCP bulk transfer (use with --path 0s: the delay line would bound it)")
 	f.BoolVar(&o.NoLiveBaseline, "no-baseline", false, "live: skip the windows with no program attached")
 	f.StringVar(&only, "only", "all", "run only these phases: comma-separated test_run, live, steps, events, load")
 	f.StringVar(&o.CompareMode, "compare-mode", "", "steps: monitor mode of both builds with --compare-bin: sampled (default), per-sample or aggregated")

@@ -49,6 +49,10 @@ type Options struct {
 	// CompareMode is the monitor mode of both builds (ModeSampled when
 	// empty; ModePerSample, ModeAggregated).
 	CompareMode string
+	// LiveUDP replaces the live and steps phases' TCP bulk transfer with
+	// the load phase's small-datagram UDP flood (UDPPayload, UDPPPS,
+	// UDPSenders): the worst case per byte.
+	LiveUDP bool
 	// NoLiveBaseline skips the live windows without any program.
 	NoLiveBaseline bool
 

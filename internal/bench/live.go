@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,8 +26,20 @@ import (
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
-// CaseTCPBulk is the traffic of the live phase.
-const CaseTCPBulk = "tcp-bulk"
+// The traffic of the live and steps phases: the TCP bulk transfer, or
+// with Options.LiveUDP the load phase's small-datagram UDP flood.
+const (
+	CaseTCPBulk  = "tcp-bulk"
+	CaseUDPFlood = "udp-flood"
+)
+
+// liveCase is the traffic of the live and steps windows.
+func (o *Options) liveCase() string {
+	if o.LiveUDP {
+		return CaseUDPFlood
+	}
+	return CaseTCPBulk
+}
 
 // labPrefix names the bench's lab namespaces (rttbench-XXXXXX-ROLE).
 const labPrefix = "rttbench"
@@ -84,6 +97,7 @@ type liveBench struct {
 	ifname string
 	ifidx  int
 	sink   *traffic.Sink
+	udp    *traffic.UDPSink      // with Options.LiveUDP
 	empty  [2]probe.EmptyObjects // egress, ingress: one instance per hook for separate stats
 	seq    int
 }
@@ -147,6 +161,12 @@ func runLiveWindows(ctx context.Context, o *Options, res *Result, group string, 
 		return err
 	}
 	defer lb.sink.Close()
+	if o.LiveUDP {
+		if lb.udp, err = traffic.NewUDPSink(l.Servers[0], l.ServerAddr4[0], 0); err != nil {
+			return err
+		}
+		defer lb.udp.Close()
+	}
 
 	restore, method, err := telemetry.EnableBPFStatsOrSysctl()
 	if err != nil {
@@ -218,7 +238,7 @@ func (w *LiveWindow) brief() string {
 // record turns a window into series values.
 func (lb *liveBench) record(res *Result, w LiveWindow) {
 	id := func(prog, hook, metric string) string {
-		return (&Series{Group: lb.group, Case: CaseTCPBulk, Program: prog, Hook: hook, Metric: metric}).ID()
+		return (&Series{Group: lb.group, Case: lb.o.liveCase(), Program: prog, Hook: hook, Metric: metric}).ID()
 	}
 	mode := fmt.Sprintf("%v after %v warm-up", lb.o.Duration, lb.o.Warmup)
 	for _, h := range []struct {
@@ -227,19 +247,19 @@ func (lb *liveBench) record(res *Result, w LiveWindow) {
 		pkts uint64
 	}{{"egress", w.Egress, w.IfTxPackets}, {"ingress", w.Ingress, w.IfRxPackets}} {
 		if w.Program != ProgNone {
-			s := res.series(lb.group, CaseTCPBulk, w.Program, h.hook, MetricNsPerPacket, "ns", "bpf_stats, "+mode)
+			s := res.series(lb.group, lb.o.liveCase(), w.Program, h.hook, MetricNsPerPacket, "ns", "bpf_stats, "+mode)
 			if b := baselineOf(w.Program); b != "" {
 				s.Baseline = id(b, h.hook, MetricNsPerPacket)
 			}
 			s.Add(h.c.nsPerPacket())
 		}
-		s := res.series(lb.group, CaseTCPBulk, w.Program, h.hook, MetricPacketsPerS, "packets/s", "interface counters, "+mode)
+		s := res.series(lb.group, lb.o.liveCase(), w.Program, h.hook, MetricPacketsPerS, "packets/s", "interface counters, "+mode)
 		if w.Program != ProgNone && lb.none {
 			s.Baseline = id(ProgNone, h.hook, MetricPacketsPerS)
 		}
 		s.Add(float64(h.pkts) / w.Seconds)
 	}
-	s := res.series(lb.group, CaseTCPBulk, w.Program, "", MetricThroughput, "Mbit/s", "bytes received by the sink, "+mode)
+	s := res.series(lb.group, lb.o.liveCase(), w.Program, "", MetricThroughput, "Mbit/s", "bytes received by the sink, "+mode)
 	if w.Program != ProgNone && lb.none {
 		s.Baseline = id(ProgNone, "", MetricThroughput)
 	}
@@ -358,7 +378,13 @@ func (a *attached) close() error {
 	return errors.Join(errs...)
 }
 
-// findProgram returns the rttscope program attached through TCX at dir of
+// monitorPrograms are the name prefixes of the monitors' tc programs:
+// rttscope's, and ePPing's (xdp-project/bpf-examples pping), which
+// --compare-bin can run through a wrapper that takes `monitor`'s arguments
+// (docs/performance.md).
+var monitorPrograms = []string{"rttscope_tc", "pping_tc"}
+
+// findProgram returns the monitor's program attached through TCX at dir of
 // the interface (in the current namespace).
 func findProgram(ifidx int, dir ebpf.AttachType, skip map[ebpf.ProgramID]bool) (*ebpf.Program, error) {
 	q, err := link.QueryPrograms(link.QueryOptions{Target: ifidx, Attach: dir})
@@ -373,16 +399,21 @@ func findProgram(ifidx int, dir ebpf.AttachType, skip map[ebpf.ProgramID]bool) (
 		if err != nil {
 			continue
 		}
-		if info, err := p.Info(); err == nil && strings.HasPrefix(info.Name, "rttscope_tc") {
+		if info, err := p.Info(); err == nil && slices.ContainsFunc(monitorPrograms, func(prefix string) bool {
+			return strings.HasPrefix(info.Name, prefix)
+		}) {
 			return p, nil
 		}
 		p.Close()
 	}
-	return nil, fmt.Errorf("no rttscope program found at TCX %v", dir)
+	return nil, fmt.Errorf("no monitor program found at TCX %v", dir)
 }
 
 func (lb *liveBench) snapshot(a *attached) (snapshot, error) {
 	s := snapshot{sink: lb.sink.Bytes()}
+	if lb.udp != nil {
+		s.sink = lb.udp.Bytes()
+	}
 	if a.eg != nil {
 		var err error
 		if s.eg, err = telemetry.ReadProgram(a.eg); err != nil {
@@ -463,11 +494,20 @@ func (lb *liveBench) window(ctx context.Context, rep int, prog string) (w LiveWi
 	var bulk traffic.BulkResult
 	var bulkErr error
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		bulk, bulkErr = traffic.BulkStats(ctx, lb.lab.Client, dst, lb.o.Warmup+lb.o.Duration+300*time.Millisecond, lb.o.Pacing)
-	}()
+	if lb.udp != nil {
+		flood, err := traffic.StartUDPFlood(lb.lab.Client, netip.AddrPortFrom(lb.lab.ServerAddr4[0], lb.udp.Addr().Port()),
+			traffic.UDPFloodOptions{PayloadSize: lb.o.UDPPayload, PPS: lb.o.UDPPPS, Senders: lb.o.UDPSenders})
+		if err != nil {
+			return w, err
+		}
+		defer func() { err = errors.Join(err, flood.Stop()) }()
+	} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bulk, bulkErr = traffic.BulkStats(ctx, lb.lab.Client, dst, lb.o.Warmup+lb.o.Duration+300*time.Millisecond, lb.o.Pacing)
+		}()
+	}
 	defer wg.Wait()
 
 	if err := sleepCtx(ctx, lb.o.Warmup); err != nil {

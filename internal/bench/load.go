@@ -649,9 +649,16 @@ func (m *monitorProc) stop() error {
 		}
 		return nil
 	case <-time.After(monitorStopTimeout):
-		_ = m.cmd.Process.Kill()
-		_ = <-m.done // killed: the timeout is the error to report
-		return fmt.Errorf("rttscope monitor did not stop within %v", monitorStopTimeout)
+		// SIGQUIT makes a Go monitor print its goroutines: where it hung.
+		_ = m.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case werr := <-m.done:
+			_ = werr // exited on SIGQUIT: the timeout is the error to report
+		case <-time.After(2 * time.Second):
+			_ = m.cmd.Process.Kill()
+			_ = <-m.done // killed: the timeout is the error to report
+		}
+		return fmt.Errorf("rttscope monitor did not stop within %v (stderr: %s)", monitorStopTimeout, lastLines(m.stderr.String(), 60))
 	}
 }
 
@@ -824,4 +831,13 @@ func nsText(h *HookCounters) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f", h.NsPerRun)
+}
+
+// lastLines is the end of s, at most n lines, on one line.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
 }

@@ -102,30 +102,39 @@ func (lb *liveBench) attachBinary(ctx context.Context, bin string) (*attached, e
 // of the per-rep differences: the two ran in the same rep); or, when two
 // builds were compared, their ratio with its confidence interval.
 func printSteps(w io.Writer, r *Result) error {
+	for _, c := range []string{CaseTCPBulk, CaseUDPFlood} {
+		if err := printStepsCase(w, r, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printStepsCase(w io.Writer, r *Result, traffic string) error {
 	progs := []string{}
 	for _, p := range append([]string{ProgEmpty, ProgPrev, ProgCur}, loader.StepNames...) {
-		if r.Lookup(seriesID(GroupSteps, CaseTCPBulk, p, "", MetricThroughput)) != nil {
+		if r.Lookup(seriesID(GroupSteps, traffic, p, "", MetricThroughput)) != nil {
 			progs = append(progs, p)
 		}
 	}
 	if len(progs) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\nsteps: live TCP bulk (as live), the data path cut after each step (cfg_steps) or two builds; ns/packet median (q1-q3), xratio to the empty program\n")
+	fmt.Fprintf(w, "\nsteps: live %s (as live), the data path cut after each step (cfg_steps) or two builds; ns/packet median (q1-q3), xratio to the empty program\n", traffic)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONFIG\tEGRESS ns/pkt\tSTEP ADDS\tINGRESS ns/pkt\tSTEP ADDS\tMbit/s\t")
 	prev := ""
 	for _, p := range progs {
 		row := []string{p}
 		for _, hook := range []string{"egress", "ingress"} {
-			id := seriesID(GroupSteps, CaseTCPBulk, p, hook, MetricNsPerPacket)
+			id := seriesID(GroupSteps, traffic, p, hook, MetricNsPerPacket)
 			cell := r.cell(id, 1)
 			if p == ProgCur {
-				cell = r.ciCell(id, seriesID(GroupSteps, CaseTCPBulk, ProgEmpty, hook, MetricNsPerPacket))
+				cell = r.ciCell(id, seriesID(GroupSteps, traffic, ProgEmpty, hook, MetricNsPerPacket))
 			}
-			row = append(row, cell, r.stepAdds(p, prev, hook))
+			row = append(row, cell, r.stepAdds(traffic, p, prev, hook))
 		}
-		row = append(row, r.cell(seriesID(GroupSteps, CaseTCPBulk, p, "", MetricThroughput), 0))
+		row = append(row, r.cell(seriesID(GroupSteps, traffic, p, "", MetricThroughput), 0))
 		for _, c := range row {
 			fmt.Fprintf(tw, "%s\t", c)
 		}
@@ -140,12 +149,12 @@ func printSteps(w io.Writer, r *Result) error {
 }
 
 // stepAdds is the median per-rep difference of prog's ns/packet to prev's.
-func (r *Result) stepAdds(prog, prev, hook string) string {
+func (r *Result) stepAdds(traffic, prog, prev, hook string) string {
 	if prev == "" || prog == ProgPrev {
 		return "-"
 	}
-	a := r.Lookup(seriesID(GroupSteps, CaseTCPBulk, prog, hook, MetricNsPerPacket))
-	b := r.Lookup(seriesID(GroupSteps, CaseTCPBulk, prev, hook, MetricNsPerPacket))
+	a := r.Lookup(seriesID(GroupSteps, traffic, prog, hook, MetricNsPerPacket))
+	b := r.Lookup(seriesID(GroupSteps, traffic, prev, hook, MetricNsPerPacket))
 	if a == nil || b == nil || a.Missing > 0 || b.Missing > 0 {
 		return "-"
 	}

@@ -56,6 +56,12 @@ type Config struct {
 	TCPFlowTimeout, OtherFlowTimeout, TimestampTimeout time.Duration
 	// Map sizes (entries) and ring buffer size (bytes, power of 2).
 	FlowMapSize, TimestampMapSize, RingbufSize uint32
+	// EventWakeupBytes: 0, every event wakes a reader blocked on the ring
+	// buffer (the kernel's default); otherwise an event wakes it only when
+	// at least this many bytes wait in the ring, and the reader must poll
+	// (the live monitor does, every 50 ms). A wake-up costs the program
+	// microseconds (an irq_work, an interrupt in a VM).
+	EventWakeupBytes uint32
 	// Aggregate switches to aggregated mode: per-prefix histograms and
 	// traffic counters in the kernel, no per-sample or flow events.
 	Aggregate bool

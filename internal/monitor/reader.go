@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -26,13 +27,24 @@ type reader struct {
 
 func (r *reader) setClockOffset(off int64) { r.offset.Store(off) }
 
+// pollInterval is how often the reader looks into the ring buffer: the
+// programs wake it only when the ring fills up (loader.Config's
+// EventWakeupBytes), so an event waits at most this long.
+const pollInterval = 50 * time.Millisecond
+
 // loop returns when the reader is closed, or flushed (Reader.Flush) and
 // the records in the ring at that point are handled.
 func (r *reader) loop() error {
 	r.offset.Store(r.dec.ClockOffset)
+	r.rd.SetDeadline(time.Now().Add(pollInterval))
 	for {
 		if err := r.rd.ReadInto(&r.rec); err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, os.ErrDeadlineExceeded) {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// Every record in the ring is handled: wait again.
+				r.rd.SetDeadline(time.Now().Add(pollInterval))
+				continue
+			}
+			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, ringbuf.ErrFlushed) {
 				return nil
 			}
 			return err

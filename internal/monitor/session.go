@@ -118,6 +118,9 @@ func open(opts Options) (_ *session, err error) {
 // come without an Ethernet header.
 func (s *session) load(ifaces []loader.Interface) error {
 	cfg := s.opts.BPF
+	// The reader polls (reader.loop): events wake it only when the ring
+	// is an eighth full.
+	cfg.EventWakeupBytes = cfg.RingbufSize / 8
 	for _, ifc := range ifaces {
 		cfg.HaveL3Ifaces = cfg.HaveL3Ifaces || ifc.L3Only
 	}

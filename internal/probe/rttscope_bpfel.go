@@ -154,7 +154,11 @@ type RttscopeFlowState struct {
 		Srtt          uint64
 		Outstanding   uint32
 		LastSource    uint8
-		Reserved      [3]uint8
+		TsRing        uint8
+		Reserved      [2]uint8
+		Echoed        uint32
+		Pending       [2]uint32
+		Reserved2     uint32
 		BaseSentPkts  uint64
 		BaseSentBytes uint64
 		BaseRecPkts   uint64
@@ -336,6 +340,7 @@ const (
 	RttscopeVarCfgAggregate               = "cfg_aggregate"
 	RttscopeVarCfgDnsNames                = "cfg_dns_names"
 	RttscopeVarCfgDnsPorts                = "cfg_dns_ports"
+	RttscopeVarCfgEventWakeupBytes        = "cfg_event_wakeup_bytes"
 	RttscopeVarCfgFlowSummary             = "cfg_flow_summary"
 	RttscopeVarCfgHaveL3Ifaces            = "cfg_have_l3_ifaces"
 	RttscopeVarCfgIncludeSyn              = "cfg_include_syn"
@@ -447,6 +452,7 @@ type RttscopeVariableSpecs struct {
 	CfgAggregate          *ebpf.VariableSpec `ebpf:"cfg_aggregate"`
 	CfgDnsNames           *ebpf.VariableSpec `ebpf:"cfg_dns_names"`
 	CfgDnsPorts           *ebpf.VariableSpec `ebpf:"cfg_dns_ports"`
+	CfgEventWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_event_wakeup_bytes"`
 	CfgFlowSummary        *ebpf.VariableSpec `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.VariableSpec `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.VariableSpec `ebpf:"cfg_include_syn"`
@@ -544,6 +550,7 @@ type RttscopeVariables struct {
 	CfgAggregate          *ebpf.Variable `ebpf:"cfg_aggregate"`
 	CfgDnsNames           *ebpf.Variable `ebpf:"cfg_dns_names"`
 	CfgDnsPorts           *ebpf.Variable `ebpf:"cfg_dns_ports"`
+	CfgEventWakeupBytes   *ebpf.Variable `ebpf:"cfg_event_wakeup_bytes"`
 	CfgFlowSummary        *ebpf.Variable `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.Variable `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.Variable `ebpf:"cfg_include_syn"`
