@@ -60,7 +60,10 @@ import (
 type PathSpec struct {
 	DelayToServer, DelayToClient time.Duration // one-way delays added on this path
 	RateBitsPerSec               uint64        // 0 = unlimited; else bottleneck rate (both directions)
-	QueuePackets                 int           // bottleneck queue limit when rate-limited (drop tail); default 1000
+	// QueuePackets is the bottleneck queue limit when rate-limited (drop
+	// tail); default 1000. With netem the queue is tbf's, limited to the
+	// bytes of as many full-size frames.
+	QueuePackets int
 }
 
 // Config describes a lab.
@@ -393,7 +396,7 @@ func (b *builder) delayMethod() error {
 	l := b.l
 	l.DelayMethod = DelayUserspace
 	h := b.handles[l.Middlebox]
-	if !b.cfg.ForceUserspaceDelay && netemWorks(h) && bridgeWorks(h) {
+	if !b.cfg.ForceUserspaceDelay && netemWorks(h) && bridgeWorks(h) && (!b.rateLimited() || tbfWorks(h)) {
 		l.DelayMethod = DelayNetem
 	}
 	l.Delays = make([]*Node, len(b.cfg.Paths))
@@ -428,6 +431,28 @@ func netemWorks(h *netlink.Handle) bool {
 		Handle:    netlink.MakeHandle(1, 0),
 		Parent:    netlink.HANDLE_ROOT,
 	}, netlink.NetemQdiscAttrs{Latency: 1000})
+	if err := h.QdiscAdd(q); err != nil {
+		return false
+	}
+	_ = h.QdiscDel(q)
+	return true
+}
+
+func (b *builder) rateLimited() bool {
+	for _, p := range b.cfg.Paths {
+		if p.RateBitsPerSec > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func tbfWorks(h *netlink.Handle) bool {
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return false
+	}
+	q := newTbf(lo.Attrs().Index, netlink.HANDLE_ROOT, PathSpec{RateBitsPerSec: 1e6, QueuePackets: 1})
 	if err := h.QdiscAdd(q); err != nil {
 		return false
 	}
@@ -801,11 +826,8 @@ func (b *builder) addNetem(n *Node, ifname string, delay time.Duration, p PathSp
 	}
 	attrs := netlink.NetemQdiscAttrs{
 		Latency: uint32(delay / time.Microsecond),
-		// netem's limit covers every packet it holds, delayed or queued.
+		// netem's limit covers every packet it holds while delaying.
 		Limit: uint32(ringSize(p, delay)),
-	}
-	if p.RateBitsPerSec > 0 {
-		attrs.Rate64 = p.RateBitsPerSec / 8 // bytes per second
 	}
 	q := netlink.NewNetem(netlink.QdiscAttrs{
 		LinkIndex: link.Attrs().Index,
@@ -815,7 +837,30 @@ func (b *builder) addNetem(n *Node, ifname string, delay time.Duration, p PathSp
 	if err := h.QdiscAdd(q); err != nil {
 		return fmt.Errorf("%s: netem on %s: %w", n.Name, ifname, err)
 	}
+	if p.RateBitsPerSec == 0 {
+		return nil
+	}
+	// The bottleneck: netem's own rate would share netem's limit with the
+	// delayed packets, so a tbf under netem serialises and drops instead
+	// (delay, then queue: the same sum as the delay line's queue, then
+	// delay).
+	if err := h.QdiscAdd(newTbf(link.Attrs().Index, netlink.MakeHandle(1, 1), p)); err != nil {
+		return fmt.Errorf("%s: tbf on %s: %w", n.Name, ifname, err)
+	}
 	return nil
+}
+
+// newTbf is the rate limiter of p: its queue holds QueuePackets full-size
+// frames' worth of bytes, its burst two frames.
+func newTbf(ifindex int, parent uint32, p PathSpec) *netlink.Tbf {
+	const frame = mtu + 14
+	burstNs := uint64(2*frame) * 8 * uint64(time.Second) / p.RateBitsPerSec
+	return &netlink.Tbf{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ifindex, Handle: netlink.MakeHandle(10, 0), Parent: parent},
+		Rate:       p.RateBitsPerSec / 8, // bytes per second
+		Limit:      uint32(p.QueuePackets * frame),
+		Buffer:     uint32(burstNs >> 6), // the kernel's tick is 64 ns (PSCHED_SHIFT)
+	}
 }
 
 // Nodes returns every namespace of the lab in creation order.
