@@ -176,7 +176,11 @@ func printLab(out io.Writer, l *lab.Lab) {
 			rate = fmt.Sprintf("%s, queue %d pkts", lab.FormatRate(p.RateBitsPerSec), p.QueuePackets)
 		}
 		if d := l.Delays[i]; d != nil {
-			fmt.Fprintf(tw, "delay %d\t%s\t%s, %s\t\tuser-space delay line\n", i, d.Name, lab.DelayIfMbox, lab.DelayIfServer)
+			how := "user-space delay line"
+			if l.DelayMethod == lab.DelayNetem {
+				how = "netem on both ends, bridged"
+			}
+			fmt.Fprintf(tw, "delay %d\t%s\t%s, %s\t\t%s\n", i, d.Name, lab.DelayIfMbox, lab.DelayIfServer, how)
 		}
 		fmt.Fprintf(tw, "server %d\t%s\t%s\t%s/24 %s/64\tpath %d: +%v to server, +%v to client, %s\n",
 			i, s.Name, lab.ServerIf, l.ServerAddr4[i], l.ServerAddr6[i], i, p.DelayToServer, p.DelayToClient, rate)

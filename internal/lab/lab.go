@@ -5,10 +5,14 @@
 //
 // The middlebox forwards IPv4 and IPv6 between the client and every server.
 // Each path adds a configurable one-way delay per direction and optionally a
-// rate-limited bottleneck. The delay comes from netem when the kernel has
-// it, otherwise from a user-space delay line (AF_PACKET bridge with precise
-// release times) that runs in its own "delay" namespace between the
-// middlebox and the server.
+// rate-limited bottleneck. The delay sits in a "delay" namespace of its own
+// between the middlebox and the server: netem qdiscs on its two ends,
+// joined by a kernel bridge, when the kernel has netem (and bridges);
+// otherwise a user-space delay line (AF_PACKET bridge with precise release
+// times). Never on the middlebox's own interfaces: a monitor's tc egress
+// hook runs before the interface's qdisc and a capture tap after it, so a
+// netem there would add its delay to what the monitor measures but not to
+// what a capture on the same interface shows.
 //
 // Everything a Lab creates lives inside namespaces it created itself under
 // /run/netns, named PREFIX-SUFFIX-ROLE with a random SUFFIX; Close (and any
@@ -56,7 +60,10 @@ import (
 type PathSpec struct {
 	DelayToServer, DelayToClient time.Duration // one-way delays added on this path
 	RateBitsPerSec               uint64        // 0 = unlimited; else bottleneck rate (both directions)
-	QueuePackets                 int           // bottleneck queue limit when rate-limited (drop tail); default 1000
+	// QueuePackets is the bottleneck queue limit when rate-limited (drop
+	// tail); default 1000. With netem the queue is tbf's, limited to the
+	// bytes of as many full-size frames.
+	QueuePackets int
 }
 
 // Config describes a lab.
@@ -72,6 +79,7 @@ const (
 	ServerIf        = "eth0"   // each server's only interface
 	DelayIfMbox     = "dl-mb"  // delay namespace, toward the middlebox
 	DelayIfServer   = "dl-srv" // delay namespace, toward the server
+	delayBridge     = "dl-br"  // delay namespace with netem: joins DelayIfMbox and DelayIfServer
 	middleboxCliIf  = "mb-cli"
 	middleboxSrvIfF = "mb-srv%d"
 )
@@ -99,8 +107,8 @@ type Lab struct {
 	Client    *Node
 	Middlebox *Node
 	Servers   []*Node // Servers[i] sits behind path i
-	// Delays[i] is the namespace of path i's user-space delay line, or nil
-	// when netem does the delay.
+	// Delays[i] is the namespace that delays path i (its user-space delay
+	// line, or its netem qdiscs and bridge), nil for a direct path.
 	Delays []*Node
 	// MiddleboxServerIf[i] is the middlebox interface name facing server i;
 	// MiddleboxClientIf is the one facing the client.
@@ -381,18 +389,17 @@ func (b *builder) namespaces() error {
 	return nil
 }
 
-// delayMethod picks netem if the kernel has it (by trying to attach one to
-// the middlebox's lo), the user-space delay line otherwise.
+// delayMethod picks netem if the kernel has it and bridges (by trying to
+// attach one to the middlebox's lo and to create a bridge there), the
+// user-space delay line otherwise, and creates the delay namespaces.
 func (b *builder) delayMethod() error {
 	l := b.l
 	l.DelayMethod = DelayUserspace
-	if !b.cfg.ForceUserspaceDelay && netemWorks(b.handles[l.Middlebox]) {
+	h := b.handles[l.Middlebox]
+	if !b.cfg.ForceUserspaceDelay && netemWorks(h) && bridgeWorks(h) && (!b.rateLimited() || tbfWorks(h)) {
 		l.DelayMethod = DelayNetem
 	}
 	l.Delays = make([]*Node, len(b.cfg.Paths))
-	if l.DelayMethod != DelayUserspace {
-		return nil
-	}
 	for i, p := range b.cfg.Paths {
 		if p.Direct() && !b.cfg.ForceUserspaceDelay {
 			continue // the middlebox connects straight to the server
@@ -428,6 +435,37 @@ func netemWorks(h *netlink.Handle) bool {
 		return false
 	}
 	_ = h.QdiscDel(q)
+	return true
+}
+
+func (b *builder) rateLimited() bool {
+	for _, p := range b.cfg.Paths {
+		if p.RateBitsPerSec > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func tbfWorks(h *netlink.Handle) bool {
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return false
+	}
+	q := newTbf(lo.Attrs().Index, netlink.HANDLE_ROOT, PathSpec{RateBitsPerSec: 1e6, QueuePackets: 1})
+	if err := h.QdiscAdd(q); err != nil {
+		return false
+	}
+	_ = h.QdiscDel(q)
+	return true
+}
+
+func bridgeWorks(h *netlink.Handle) bool {
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: delayBridge}}
+	if err := h.LinkAdd(br); err != nil {
+		return false
+	}
+	_ = h.LinkDel(br)
 	return true
 }
 
@@ -540,6 +578,9 @@ func (b *builder) addresses() error {
 
 func (b *builder) delayLines() error {
 	l := b.l
+	if l.DelayMethod != DelayUserspace {
+		return nil
+	}
 	for i, d := range l.Delays {
 		if d == nil {
 			continue
@@ -729,26 +770,52 @@ func (b *builder) waitReady(ctx context.Context) error {
 	return nil
 }
 
-// netem attaches the delay (and rate) qdiscs when the kernel has netem.
-// NOTE: the development kernel has no sch_netem, so this path is untested;
-// the user-space delay line is what the tests exercise.
+// netem joins the two ends of each delay namespace with a bridge and
+// attaches the delay (and rate) qdiscs to them when the kernel has netem:
+// the end toward the server delays what goes to the server, the end toward
+// the middlebox what goes to the client. (The development kernel has no
+// sch_netem; Debian's kernels under scripts/vmtest.sh take this path.)
 func (b *builder) netem() error {
 	l := b.l
 	if l.DelayMethod != DelayNetem {
 		return nil
 	}
 	for i, p := range b.cfg.Paths {
-		if p.Direct() {
+		d := l.Delays[i]
+		if d == nil {
 			continue
 		}
-		if err := b.addNetem(l.Middlebox, l.MiddleboxServerIf[i], p.DelayToServer, p); err != nil {
+		if err := b.bridge(d, DelayIfMbox, DelayIfServer); err != nil {
 			return err
 		}
-		if err := b.addNetem(l.Servers[i], ServerIf, p.DelayToClient, p); err != nil {
+		if err := b.addNetem(d, DelayIfServer, p.DelayToServer, p); err != nil {
+			return err
+		}
+		if err := b.addNetem(d, DelayIfMbox, p.DelayToClient, p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// bridge creates delayBridge in n (no STP: its ports forward at once) with
+// the interfaces ifnames as its ports, and brings it up.
+func (b *builder) bridge(n *Node, ifnames ...string) error {
+	h := b.handles[n]
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: delayBridge, MTU: mtu}}
+	if err := h.LinkAdd(br); err != nil {
+		return fmt.Errorf("%s: bridge %s: %w", n.Name, delayBridge, err)
+	}
+	for _, name := range ifnames {
+		link, err := h.LinkByName(name)
+		if err == nil {
+			err = h.LinkSetMaster(link, br)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %s into bridge %s: %w", n.Name, name, delayBridge, err)
+		}
+	}
+	return b.setUp(n, delayBridge)
 }
 
 func (b *builder) addNetem(n *Node, ifname string, delay time.Duration, p PathSpec) error {
@@ -759,11 +826,8 @@ func (b *builder) addNetem(n *Node, ifname string, delay time.Duration, p PathSp
 	}
 	attrs := netlink.NetemQdiscAttrs{
 		Latency: uint32(delay / time.Microsecond),
-		// netem's limit covers every packet it holds, delayed or queued.
+		// netem's limit covers every packet it holds while delaying.
 		Limit: uint32(ringSize(p, delay)),
-	}
-	if p.RateBitsPerSec > 0 {
-		attrs.Rate64 = p.RateBitsPerSec / 8 // bytes per second
 	}
 	q := netlink.NewNetem(netlink.QdiscAttrs{
 		LinkIndex: link.Attrs().Index,
@@ -773,7 +837,30 @@ func (b *builder) addNetem(n *Node, ifname string, delay time.Duration, p PathSp
 	if err := h.QdiscAdd(q); err != nil {
 		return fmt.Errorf("%s: netem on %s: %w", n.Name, ifname, err)
 	}
+	if p.RateBitsPerSec == 0 {
+		return nil
+	}
+	// The bottleneck: netem's own rate would share netem's limit with the
+	// delayed packets, so a tbf under netem serialises and drops instead
+	// (delay, then queue: the same sum as the delay line's queue, then
+	// delay).
+	if err := h.QdiscAdd(newTbf(link.Attrs().Index, netlink.MakeHandle(1, 1), p)); err != nil {
+		return fmt.Errorf("%s: tbf on %s: %w", n.Name, ifname, err)
+	}
 	return nil
+}
+
+// newTbf is the rate limiter of p: its queue holds QueuePackets full-size
+// frames' worth of bytes, its burst two frames.
+func newTbf(ifindex int, parent uint32, p PathSpec) *netlink.Tbf {
+	const frame = mtu + 14
+	burstNs := uint64(2*frame) * 8 * uint64(time.Second) / p.RateBitsPerSec
+	return &netlink.Tbf{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ifindex, Handle: netlink.MakeHandle(10, 0), Parent: parent},
+		Rate:       p.RateBitsPerSec / 8, // bytes per second
+		Limit:      uint32(p.QueuePackets * frame),
+		Buffer:     uint32(burstNs >> 6), // the kernel's tick is 64 ns (PSCHED_SHIFT)
+	}
 }
 
 // Nodes returns every namespace of the lab in creation order.

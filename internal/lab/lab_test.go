@@ -67,10 +67,7 @@ func TestBuildAndTeardown(t *testing.T) {
 	t.Logf("delay method %s", l.DelayMethod)
 
 	nodes := l.Nodes()
-	want := 2 + len(l.Servers)
-	if l.DelayMethod == DelayUserspace {
-		want += len(l.Servers)
-	}
+	want := 2 + 2*len(l.Servers) // both paths are delayed: a delay namespace each
 	if len(nodes) != want || len(l.Servers) != 2 {
 		t.Fatalf("%d namespaces, %d servers", len(nodes), len(l.Servers))
 	}

@@ -36,6 +36,7 @@ type tsFrame struct {
 	seq, next  uint32 // absolute; next = seq + length (+SYN/FIN), 0 when it took no sequence space
 	ack        uint32
 	syn, ackOn bool
+	rst        bool
 	retrans    bool  // tshark: retransmission, fast or spurious retransmission, out of order
 	ackRTT     int64 // tcp.analysis.ack_rtt in ns, -1 when absent
 	acksFrame  int
@@ -49,7 +50,7 @@ func tsharkFrames(t *testing.T, path string) []tsFrame {
 	fields := []string{"frame.number", "frame.time_epoch", "ip.src", "ipv6.src", "tcp.srcport", "ip.dst", "ipv6.dst", "tcp.dstport",
 		"tcp.seq", "tcp.nxtseq", "tcp.ack", "tcp.flags.syn", "tcp.flags.ack", "tcp.analysis.retransmission",
 		"tcp.analysis.fast_retransmission", "tcp.analysis.spurious_retransmission", "tcp.analysis.out_of_order",
-		"tcp.analysis.ack_rtt", "tcp.analysis.acks_frame", "tcp.analysis.initial_rtt"}
+		"tcp.analysis.ack_rtt", "tcp.analysis.acks_frame", "tcp.analysis.initial_rtt", "tcp.flags.reset"}
 	args := []string{"-r", path, "-n", "-Y", "tcp", "-o", "tcp.relative_sequence_numbers:FALSE", "-T", "fields", "-E", "separator=\t"}
 	for _, f := range fields {
 		args = append(args, "-e", f)
@@ -98,7 +99,7 @@ func tsharkFrames(t *testing.T, path string) []tsFrame {
 		fr := tsFrame{num: int(num(f[0])), time: ts, src: addr(f[2], f[3], f[4]), dst: addr(f[5], f[6], f[7]),
 			seq: uint32(num(f[8])), next: uint32(num(f[9])), ack: uint32(num(f[10])),
 			syn: f[11] == "1", ackOn: f[12] == "1", retrans: f[13]+f[14]+f[15]+f[16] != "",
-			ackRTT: secs(f[17]), acksFrame: int(num(f[18])), initialRTT: secs(f[19])}
+			ackRTT: secs(f[17]), acksFrame: int(num(f[18])), initialRTT: secs(f[19]), rst: f[20] == "1"}
 		frames = append(frames, fr)
 	}
 	return frames
@@ -116,10 +117,14 @@ func tsharkFrames(t *testing.T, path string) []tsFrame {
 //     the microsecond. A replay sample whose ACK covers more than the timed
 //     segment is measured from the timed one (the first covered), where
 //     tshark names the last one: rule "cumulative".
-//   - every tshark sample the replay lacks is explained: its segment was
-//     sent while the replay was timing an earlier range in that direction
-//     ("one range at a time"), or a retransmission was seen in that
-//     direction between its sending and its ACK, or it is one ("Karn").
+//   - every tshark sample the replay lacks is explained: its ACK comes
+//     after a RST of the connection, which ends the flow ("after RST": the
+//     client resets the connection at the end of its transfer, while data
+//     is still in flight beyond the capture point; the replay has no
+//     sample there), or its segment was sent while the replay was timing
+//     an earlier range in that direction ("one range at a time"), or a
+//     retransmission was seen in that direction between its sending and
+//     its ACK, or it is one ("Karn").
 //   - tcp.analysis.initial_rtt of each connection equals the sum of its two
 //     handshake samples.
 func TestTsharkSeqOracle(t *testing.T) {
@@ -189,6 +194,19 @@ func compareWithTshark(t *testing.T, frames []tsFrame, rep []events.RTT) {
 		byNum[f.num] = f
 	}
 	ap := func(e events.Endpoint) netip.AddrPort { return netip.AddrPortFrom(e.IP, e.Port) }
+	// The first RST of each connection (either direction) deletes the
+	// flow: no sample at an ACK after it.
+	firstRST := map[dirKey]int{} // by both directions' keys: frame number
+	for i := range frames {
+		f := &frames[i]
+		if k := (dirKey{f.src, f.dst}); f.rst && firstRST[k] == 0 {
+			firstRST[k], firstRST[dirKey{f.dst, f.src}] = f.num, f.num
+		}
+	}
+	afterRST := func(f *tsFrame) bool {
+		n := firstRST[dirKey{f.src, f.dst}]
+		return n != 0 && f.num > n
+	}
 
 	// timing is one range the replay timed and sampled: sent, answered.
 	type timing struct{ sent, acked int64 }
@@ -213,6 +231,9 @@ func compareWithTshark(t *testing.T, frames []tsFrame, rep []events.RTT) {
 			continue
 		}
 		sampled[ackF.num] = true
+		if afterRST(ackF) {
+			t.Errorf("sample %+v: at frame %d, after the connection's RST (frame %d)", e, ackF.num, firstRST[back])
+		}
 		timings[fwd] = append(timings[fwd], timing{sentF.time, ackF.time})
 		if e.Source == events.SourceTCPSYN {
 			if sentF.syn && sentF.ackOn { // SYN-ACK -> ACK: client to server
@@ -248,13 +269,17 @@ func compareWithTshark(t *testing.T, frames []tsFrame, rep []events.RTT) {
 			retrans[k] = append(retrans[k], f.time)
 		}
 	}
-	var oneAtATime, karn, tsharkOnly int
+	var oneAtATime, karn, closed, tsharkOnly int
 	for i := range frames {
 		f := &frames[i]
 		if f.ackRTT < 0 || sampled[f.num] {
 			continue
 		}
 		tsharkOnly++
+		if afterRST(f) {
+			closed++
+			continue
+		}
 		seg := byNum[f.acksFrame]
 		if seg == nil {
 			t.Errorf("frame %d: tshark's acks_frame %d is not a TCP frame", f.num, f.acksFrame)
@@ -311,6 +336,6 @@ func compareWithTshark(t *testing.T, frames []tsFrame, rep []events.RTT) {
 		t.Errorf("only %d samples compared and %d handshakes: the capture is too small to judge", agree, conns)
 	}
 	t.Logf("%d replay samples: %d equal to tshark's (worst |difference| %d ns), %d cumulative ACKs; "+
-		"%d tshark samples the replay lacks: %d sent while another range was timed, %d by Karn's rule; %d handshakes equal to initial_rtt",
-		agree+cumulative, agree, worst, cumulative, tsharkOnly, oneAtATime, karn, conns)
+		"%d tshark samples the replay lacks: %d acknowledged after a RST, %d sent while another range was timed, %d by Karn's rule; %d handshakes equal to initial_rtt",
+		agree+cumulative, agree, worst, cumulative, tsharkOnly, closed, oneAtATime, karn, conns)
 }
