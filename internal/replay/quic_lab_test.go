@@ -28,7 +28,7 @@ import (
 // 3 s each over a 40 ms path. The monitor on the middlebox reports
 // quic_spin samples in both directions of both connections, none shorter
 // than the configured RTT (a spin period cannot be shorter than the
-// path's round trip); the replay of the capture gives the same samples;
+// path's round trip); the replay of the capture gives the same samples (within liveReplayTolerance);
 // and every replayed sample is an interval between two spin bit changes
 // that tshark decodes in that direction (quic.spin_bit), at the same
 // packets, to the nanosecond. How far the spin period lies above the path
@@ -130,6 +130,7 @@ func TestLabQUICSpin(t *testing.T) {
 			repSpin[e.Flow] = append(repSpin[e.Flow], e)
 		}
 	}
+	tol := liveReplayTolerance()
 	for f, evs := range spin {
 		r := repSpin[f]
 		if len(r) != len(evs) {
@@ -137,7 +138,7 @@ func TestLabQUICSpin(t *testing.T) {
 			continue
 		}
 		for i := range r {
-			if d := r[i].RTT - evs[i].RTT; d > time.Millisecond || d < -time.Millisecond {
+			if d := r[i].RTT - evs[i].RTT; d > tol || d < -tol {
 				t.Errorf("%v sample %d: live %v, replay %v", f, i, evs[i].RTT, r[i].RTT)
 			}
 		}
