@@ -148,12 +148,12 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 		maxFlows = max(maxFlows, n)
 	}
 	if maxFlows > 0 {
-		bin, cleanup, err := buildSink()
+		bins, cleanup, err := buildLoadPrograms()
 		if err != nil {
 			return nil, err
 		}
 		defer cleanup()
-		lo.sinkBin = bin
+		lo.loadBins = bins
 		if err := traffic.RaiseNoFile(uint64(maxFlows + 4096)); err != nil {
 			return nil, err
 		}
@@ -176,7 +176,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
 		}
 	}()
-	lb := &loadBench{o: &lo, lab: l, ifname: l.MiddleboxServerIf[0], bin: o.MonitorBinary, noRetrans: true}
+	lb := &loadBench{o: &lo, lab: l, ifname: l.MiddleboxServerIf[0], bin: o.MonitorBinary}
 	if err := l.Middlebox.Do(func() (err error) {
 		if lb.ifidx, err = ifindex(lb.ifname); err != nil {
 			return err

@@ -1,0 +1,86 @@
+// Command bench-flows is the many-flows TCP load generator of the load
+// benchmark (internal/bench), which builds it with go build and runs it as
+// a child process; it is not part of the rttscope binary.
+//
+//	bench-flows --netns NS --connect ADDR:PORT --flows N [--write-size B] [--rate BYTES/S]
+//
+// It opens N connections from the named network namespace (whose
+// ephemeral port range the benchmark has widened) to ADDR:PORT
+// (traffic.StartManyFlowsIn), writes "ready" on stdout once all are open,
+// and counts the bytes written and the flows that stopped on a write error
+// into the shared memory file it inherits as descriptor 3
+// (internal/shmcount, slots traffic.FlowCountersAt). When stdin is closed
+// it resets every connection and exits.
+//
+// It is a process of its own so that its thousands of always-busy sender
+// goroutines do not share a Go scheduler with the benchmark: there, every
+// time the benchmark's own goroutine blocked (a pipe read, a slow system
+// call) it queued behind them to run again, for seconds each time with
+// 10,000 flows, and a window could take minutes to end.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rttscope/rttscope/internal/shmcount"
+	"github.com/rttscope/rttscope/internal/traffic"
+)
+
+// countersFd is the inherited shared memory file (exec.Cmd.ExtraFiles[0]).
+const countersFd = 3
+
+func main() {
+	netns := flag.String("netns", "", "network namespace to connect from (empty: this one)")
+	connect := flag.String("connect", "", "ADDR:PORT of the sink")
+	flows := flag.Int("flows", 1, "number of TCP connections")
+	writeSize := flag.Int("write-size", 1448, "bytes per write")
+	rate := flag.Uint64("rate", 0, "aggregate rate of all flows in bytes/s (0: as fast as TCP goes)")
+	flag.Parse()
+	dst, err := netip.ParseAddrPort(*connect)
+	if err != nil || flag.NArg() > 0 || *flows < 1 || *writeSize < 1 {
+		fmt.Fprintf(os.Stderr, "bench-flows: want --connect ADDR:PORT, --flows >= 1, --write-size >= 1 and no arguments (--connect %q, --flows %d, --write-size %d, arguments %q)\n",
+			*connect, *flows, *writeSize, flag.Args())
+		os.Exit(2)
+	}
+	c, err := shmcount.Map(os.NewFile(countersFd, "counters"), traffic.FlowCounterSlots)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-flows: the counters (descriptor 3, from the benchmark):", err)
+		os.Exit(2)
+	}
+	written, writeErrors := traffic.FlowCountersAt(c)
+	o := traffic.ManyFlowsOptions{Flows: *flows, WriteSize: *writeSize, RateBytesPerSec: *rate, Written: written, WriteErrors: writeErrors}
+	if err := run(*netns, dst, o, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-flows:", err)
+		os.Exit(1)
+	}
+}
+
+func run(netns string, dst netip.AddrPort, o traffic.ManyFlowsOptions, in io.Reader, out io.Writer) error {
+	// Up to the hard limit, which an unprivileged raise may reach; beyond
+	// it if privileged.
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
+		return err
+	}
+	if err := traffic.RaiseNoFile(max(r.Max, uint64(o.Flows)+100)); err != nil {
+		return err
+	}
+	m, err := traffic.StartManyFlowsIn(context.Background(), netns, dst, o)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out, "ready")
+	if err == nil {
+		// Until stdin is closed (EOF): nothing else is read from it.
+		_, err = io.Copy(io.Discard, in)
+	}
+	return errors.Join(err, m.Stop())
+}
