@@ -53,6 +53,15 @@ func New(name string, n int) (*Counters, error) {
 	return c, nil
 }
 
+// ChildFd is the descriptor on which a child process started with File as
+// exec.Cmd.ExtraFiles[0] finds the counters.
+const ChildFd = 3
+
+// Inherited maps the n counters this process inherited on ChildFd.
+func Inherited(n int) (*Counters, error) {
+	return Map(os.NewFile(ChildFd, "counters"), n)
+}
+
 // Map maps the n counters of a file made by New (in another process);
 // Close closes f.
 func Map(f *os.File, n int) (*Counters, error) {

@@ -82,6 +82,16 @@ func RaiseNoFile(n uint64) error {
 	return nil
 }
 
+// RaiseNoFileToHard raises the soft RLIMIT_NOFILE to the hard limit, which
+// an unprivileged process may reach, or to atLeast if higher (privileged).
+func RaiseNoFileToHard(atLeast uint64) error {
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
+		return err
+	}
+	return RaiseNoFile(max(r.Max, atLeast))
+}
+
 // EnsurePortRange widens net.ipv4.ip_local_port_range inside node (which
 // must be a namespace of a lab the caller owns) when it holds fewer than
 // need ephemeral ports.

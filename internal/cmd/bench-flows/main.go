@@ -28,14 +28,9 @@ import (
 	"net/netip"
 	"os"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/rttscope/rttscope/internal/shmcount"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
-
-// countersFd is the inherited shared memory file (exec.Cmd.ExtraFiles[0]).
-const countersFd = 3
 
 func main() {
 	netns := flag.String("netns", "", "network namespace to connect from (empty: this one)")
@@ -50,9 +45,9 @@ func main() {
 			*connect, *flows, *writeSize, flag.Args())
 		os.Exit(2)
 	}
-	c, err := shmcount.Map(os.NewFile(countersFd, "counters"), traffic.FlowCounterSlots)
+	c, err := shmcount.Inherited(traffic.FlowCounterSlots)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench-flows: the counters (descriptor 3, from the benchmark):", err)
+		fmt.Fprintf(os.Stderr, "bench-flows: the counters (descriptor %d, from the benchmark): %v\n", shmcount.ChildFd, err)
 		os.Exit(2)
 	}
 	written, writeErrors := traffic.FlowCountersAt(c)
@@ -64,13 +59,7 @@ func main() {
 }
 
 func run(netns string, dst netip.AddrPort, o traffic.ManyFlowsOptions, in io.Reader, out io.Writer) error {
-	// Up to the hard limit, which an unprivileged raise may reach; beyond
-	// it if privileged.
-	var r unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
-		return err
-	}
-	if err := traffic.RaiseNoFile(max(r.Max, uint64(o.Flows)+100)); err != nil {
+	if err := traffic.RaiseNoFileToHard(uint64(o.Flows) + 100); err != nil {
 		return err
 	}
 	m, err := traffic.StartManyFlowsIn(context.Background(), netns, dst, o)

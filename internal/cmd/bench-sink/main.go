@@ -25,15 +25,10 @@ import (
 	"net/netip"
 	"os"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/rttscope/rttscope/internal/nsrun"
 	"github.com/rttscope/rttscope/internal/shmcount"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
-
-// countersFd is the inherited shared memory file (exec.Cmd.ExtraFiles[0]).
-const countersFd = 3
 
 func main() {
 	netns := flag.String("netns", "", "network namespace to listen in (empty: this one)")
@@ -44,9 +39,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench-sink: want --listen ADDR:PORT and no arguments (--listen %q, arguments %q)\n", *listen, flag.Args())
 		os.Exit(2)
 	}
-	c, err := shmcount.Map(os.NewFile(countersFd, "counters"), traffic.SinkCounterSlots)
+	c, err := shmcount.Inherited(traffic.SinkCounterSlots)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench-sink: the counters (descriptor 3, from the benchmark):", err)
+		fmt.Fprintf(os.Stderr, "bench-sink: the counters (descriptor %d, from the benchmark): %v\n", shmcount.ChildFd, err)
 		os.Exit(2)
 	}
 	if err := serve(*netns, addr, traffic.SinkCountersAt(c), os.Stdin, os.Stdout); err != nil {
@@ -56,12 +51,7 @@ func main() {
 }
 
 func serve(netns string, addr netip.AddrPort, counters traffic.SinkCounters, in io.Reader, out io.Writer) error {
-	// The hard limit is what an unprivileged raise may reach.
-	var r unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
-		return err
-	}
-	if err := traffic.RaiseNoFile(r.Max); err != nil {
+	if err := traffic.RaiseNoFileToHard(0); err != nil {
 		return err
 	}
 	var ln *net.TCPListener
