@@ -103,8 +103,9 @@ type LoadWindow struct {
 	BusyCores    float64 `json:"busy_cores"`
 	StealShare   float64 `json:"steal_share"`
 	MonitorCores float64 `json:"monitor_cpu_cores,omitempty"`
-	// BenchCores is this process: traffic generator, UDP sink and the
-	// lab's user-space delay line (the TCP sink is a process of its own).
+	// BenchCores is this process: UDP traffic and sink and the lab's
+	// user-space delay line (the TCP flows and sink are processes of
+	// their own).
 	BenchCores float64 `json:"bench_cpu_cores"`
 	// Monitor output during the window, and its final kernel counters.
 	RTTRecords       uint64        `json:"rtt_records,omitempty"`
@@ -208,14 +209,6 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 		if bin, err = os.Executable(); err != nil {
 			return fmt.Errorf("find the rttscope binary: %w", err)
 		}
-	}
-	maxFlows := 0
-	for _, n := range o.LoadFlows {
-		maxFlows = max(maxFlows, n)
-	}
-	// The TCP sink's sockets are in a child process (see sinkproc.go).
-	if err := traffic.RaiseNoFile(uint64(maxFlows + 4096)); err != nil {
-		return err
 	}
 	o.progress("load: building the lab (path %s)", o.LoadPath)
 	l, err := lab.New(ctx, lab.Config{Prefix: labPrefix, Paths: []lab.PathSpec{o.LoadPath}})

@@ -14,7 +14,6 @@ import (
 
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/telemetry"
-	"github.com/rttscope/rttscope/internal/traffic"
 )
 
 // `rttscope bench monitor` (seed 000 part 4): what watching a router's
@@ -143,20 +142,13 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	lo := DefaultOptions()
 	lo.LoadWriteSize, lo.LoadTCPRate, lo.UDPPayload, lo.UDPPPS, lo.UDPSenders = o.WriteSize, o.TCPRate, o.UDPPayload, o.UDPPPS, o.UDPSenders
 	lo.Progress = o.Progress
-	maxFlows := 0
-	for _, n := range o.Flows {
-		maxFlows = max(maxFlows, n)
-	}
-	if maxFlows > 0 {
+	if len(o.Flows) > 0 {
 		bins, cleanup, err := buildLoadPrograms()
 		if err != nil {
 			return nil, err
 		}
 		defer cleanup()
 		lo.loadBins = bins
-		if err := traffic.RaiseNoFile(uint64(maxFlows + 4096)); err != nil {
-			return nil, err
-		}
 	}
 	restore, method, err := telemetry.EnableBPFStatsOrSysctl()
 	if err != nil {
