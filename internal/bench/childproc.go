@@ -82,18 +82,18 @@ type loadProc struct {
 	name     string
 	cmd      *exec.Cmd
 	in       io.WriteCloser
+	out      io.ReadCloser
 	counters *shmcount.Counters
 	done     chan error
 	errb     *testutil.Buffer
 }
 
 // startLoadProc runs bin with args and slots shared counters (its
-// descriptor 3), and returns the first line it writes on stdout, waiting
-// at most wait for it.
-func startLoadProc(name, bin string, args []string, slots int, wait time.Duration) (*loadProc, string, error) {
+// descriptor 3).
+func startLoadProc(name, bin string, args []string, slots int) (*loadProc, error) {
 	c, err := shmcount.New(name, slots)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	p := &loadProc{name: name, counters: c, done: make(chan error, 1), errb: &testutil.Buffer{}}
 	p.cmd = exec.Command(bin, args...)
@@ -101,35 +101,75 @@ func startLoadProc(name, bin string, args []string, slots int, wait time.Duratio
 	p.cmd.ExtraFiles = []*os.File{c.File()}
 	if p.in, err = p.cmd.StdinPipe(); err != nil {
 		_ = c.Close() // the pipe error is the one to report
-		return nil, "", err
+		return nil, err
 	}
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
+	if p.out, err = p.cmd.StdoutPipe(); err != nil {
 		_ = c.Close() // the pipe error is the one to report
-		return nil, "", err
+		return nil, err
 	}
 	if err := startChild(p.cmd, func(err error) { p.done <- err }); err != nil {
 		_ = c.Close() // the start error is the one to report
-		return nil, "", fmt.Errorf("start %s: %w", bin, err)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	if f, ok := out.(*os.File); ok { // exec's pipes are *os.File
+	return p, nil
+}
+
+// firstLine is the first line the child writes on stdout, waited for at
+// most wait.
+func (p *loadProc) firstLine(wait time.Duration) (string, error) {
+	if f, ok := p.out.(*os.File); ok { // exec's pipes are *os.File
 		_ = f.SetReadDeadline(time.Now().Add(wait))
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
+	line, err := bufio.NewReader(p.out).ReadString('\n')
 	if err == nil {
-		return p, strings.TrimSpace(line), nil
+		return strings.TrimSpace(line), nil
 	}
+	return "", p.failed(err, wait)
+}
+
+// waitReady polls ready until it holds, the child exits, or wait passes.
+func (p *loadProc) waitReady(ready func() bool, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for !ready() {
+		select {
+		case werr := <-p.done:
+			p.done <- werr // for close
+			return p.failed(io.EOF, wait)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return p.failed(os.ErrDeadlineExceeded, wait)
+		}
+	}
+	return nil
+}
+
+// failed ends a child that did not start and says why.
+func (p *loadProc) failed(err error, wait time.Duration) error {
 	stderr := strings.TrimSpace(p.errb.String())
-	cerr := p.close(5 * time.Second)
+	cerr := p.kill()
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		err = fmt.Errorf("%s process not ready within %v (stderr: %s)", name, wait, stderr)
+		err = fmt.Errorf("%s process not ready within %v (stderr: %s)", p.name, wait, stderr)
 	case cerr != nil: // it exited: its exit status and stderr tell why
-		return nil, "", cerr
+		return cerr
 	default:
-		err = fmt.Errorf("%s process: %w (stderr: %s)", name, err, stderr)
+		err = fmt.Errorf("%s process: %w (stderr: %s)", p.name, err, stderr)
 	}
-	return nil, "", errors.Join(err, cerr)
+	return errors.Join(err, cerr)
+}
+
+// kill ends the child at once (SIGKILL) and releases the counters; an
+// exit status other than the kill is returned.
+func (p *loadProc) kill() error {
+	_ = p.cmd.Process.Kill() // it may have exited already: the wait tells
+	werr := <-p.done
+	var err error
+	var ee *exec.ExitError
+	if werr != nil && !(errors.As(werr, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL) {
+		err = fmt.Errorf("%s process: %w (stderr: %s)", p.name, werr, strings.TrimSpace(p.errb.String()))
+	}
+	return errors.Join(err, p.counters.Close())
 }
 
 // close asks the child to exit (closing its stdin), kills it after wait,

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"fmt"
 	"net/netip"
 	"strconv"
 	"sync/atomic"
@@ -13,35 +12,30 @@ import (
 // flowsProc is the many-flows TCP generator (internal/cmd/bench-flows) in
 // a child process.
 type flowsProc struct {
-	p             *loadProc
-	written, errs *atomic.Uint64
-	flows         int
+	p                     *loadProc
+	opened, written, errs *atomic.Uint64
 }
-
-// flowsStopTimeout bounds the generator's exit: it resets every
-// connection first.
-const flowsStopTimeout = 60 * time.Second
 
 // startFlowsProc runs the generator bin in the named namespace, whose
 // port range the caller widened (traffic.EnsurePortRange), and returns
-// once all o.Flows connections to dst are open.
+// once all o.Flows connections to dst are open (its counter says so: with
+// thousands of flows sending, a line from it would take minutes).
 func startFlowsProc(bin, netns string, dst netip.AddrPort, o traffic.ManyFlowsOptions) (*flowsProc, error) {
 	args := []string{"--netns", netns, "--connect", dst.String(), "--flows", strconv.Itoa(o.Flows),
 		"--rate", strconv.FormatUint(o.RateBytesPerSec, 10)}
 	if o.WriteSize > 0 {
 		args = append(args, "--write-size", strconv.Itoa(o.WriteSize))
 	}
-	// Opening the connections takes up to traffic's 60 s set-up timeout.
-	p, line, err := startLoadProc("flows", bin, args, traffic.FlowCounterSlots, 2*time.Minute)
+	p, err := startLoadProc("flows", bin, args, traffic.FlowCounterSlots)
 	if err != nil {
 		return nil, err
 	}
-	if line != "ready" {
-		_ = p.close(flowsStopTimeout) // the protocol error is the one to report
-		return nil, fmt.Errorf("flows process: want \"ready\", got %q", line)
+	f := &flowsProc{p: p}
+	f.opened, f.written, f.errs = traffic.FlowCountersAt(p.counters)
+	// Opening the connections takes up to traffic's 60 s set-up timeout.
+	if err := p.waitReady(func() bool { return f.opened.Load() >= uint64(o.Flows) }, 2*time.Minute); err != nil {
+		return nil, err
 	}
-	f := &flowsProc{p: p, flows: o.Flows}
-	f.written, f.errs = traffic.FlowCountersAt(p.counters)
 	return f, nil
 }
 
@@ -51,5 +45,6 @@ func (f *flowsProc) Written() uint64 { return f.written.Load() }
 // WriteErrors counts connections that stopped on a write error.
 func (f *flowsProc) WriteErrors() uint64 { return f.errs.Load() }
 
-// stop resets every connection and ends the child.
-func (f *flowsProc) stop() error { return f.p.close(flowsStopTimeout) }
+// stop kills the generator: the kernel resets every connection (SO_LINGER
+// 0) as the process ends, and none of its busy goroutines has to run.
+func (f *flowsProc) stop() error { return f.p.kill() }

@@ -20,8 +20,12 @@ type sinkProc struct {
 // startSinkProc runs the sink program bin listening on addr (any port)
 // inside the named namespace.
 func startSinkProc(bin, netns string, addr netip.Addr) (*sinkProc, error) {
-	p, line, err := startLoadProc("sink", bin, []string{"--netns", netns, "--listen", netip.AddrPortFrom(addr, 0).String()},
-		traffic.SinkCounterSlots, 30*time.Second)
+	p, err := startLoadProc("sink", bin, []string{"--netns", netns, "--listen", netip.AddrPortFrom(addr, 0).String()},
+		traffic.SinkCounterSlots)
+	if err != nil {
+		return nil, err
+	}
+	line, err := p.firstLine(30 * time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -44,9 +44,10 @@ type ManyFlowsOptions struct {
 	// SetupTimeout bounds opening all connections (default 60s).
 	SetupTimeout time.Duration
 	// Written and WriteErrors, when set, are where the flows count
-	// (Written, WriteErrors): e.g. memory shared with another process
+	// (Written, WriteErrors), Opened where the connections opened so far
+	// are counted: e.g. memory shared with another process
 	// (internal/shmcount), which then reads them without asking.
-	Written, WriteErrors *atomic.Uint64
+	Written, WriteErrors, Opened *atomic.Uint64
 }
 
 // ManyFlows is a running set of TCP connections sending to one sink.
@@ -191,7 +192,16 @@ func startManyFlows(ctx context.Context, do func(func() error) error, client str
 					if err := tc.SetNoDelay(o.NoDelay); err != nil {
 						return fmt.Errorf("connection %d: %w", i+1, err)
 					}
+					// However it is closed, also by the process
+					// ending, the connection is reset: nothing
+					// queued keeps flowing.
+					if err := tc.SetLinger(0); err != nil {
+						return fmt.Errorf("connection %d: %w", i+1, err)
+					}
 					m.conns[i] = tc
+					if o.Opened != nil {
+						o.Opened.Add(1)
+					}
 				}
 			})
 			if err != nil {
@@ -317,8 +327,7 @@ func (m *ManyFlows) Stop() error {
 func (m *ManyFlows) closeConns() {
 	for _, c := range m.conns {
 		if c != nil {
-			_ = c.SetLinger(0) // reset: drop what is still queued
-			c.Close()
+			c.Close() // a reset (SO_LINGER 0 since it opened): drops what is still queued
 		}
 	}
 }

@@ -20,10 +20,11 @@ func SinkCountersAt(c *shmcount.Counters) SinkCounters {
 }
 
 // FlowCounterSlots is how many counters a many-flows generator needs.
-const FlowCounterSlots = 2
+const FlowCounterSlots = 3
 
-// FlowCountersAt are a generator's counters (bytes written, flows that
-// stopped on a write error) in c's first FlowCounterSlots.
-func FlowCountersAt(c *shmcount.Counters) (written, writeErrors *atomic.Uint64) {
-	return c.Uint64(0), c.Uint64(1)
+// FlowCountersAt are a generator's counters (connections opened, bytes
+// written, flows that stopped on a write error) in c's first
+// FlowCounterSlots.
+func FlowCountersAt(c *shmcount.Counters) (opened, written, writeErrors *atomic.Uint64) {
+	return c.Uint64(0), c.Uint64(1), c.Uint64(2)
 }

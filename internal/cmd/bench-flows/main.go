@@ -6,17 +6,24 @@
 //
 // It opens N connections from the named network namespace (whose
 // ephemeral port range the benchmark has widened) to ADDR:PORT
-// (traffic.StartManyFlowsIn), writes "ready" on stdout once all are open,
-// and counts the bytes written and the flows that stopped on a write error
-// into the shared memory file it inherits as descriptor 3
-// (internal/shmcount, slots traffic.FlowCountersAt). When stdin is closed
-// it resets every connection and exits.
+// (traffic.StartManyFlowsIn) and keeps them sending. It counts the
+// connections opened, the bytes written and the flows that stopped on a
+// write error into the shared memory file it inherits as descriptor 3
+// (internal/shmcount, slots traffic.FlowCountersAt); the benchmark knows
+// it is ready when every connection is counted. It fails (exit 1, the
+// reason on stderr) if they do not all open. The benchmark stops it with
+// SIGKILL: every connection has SO_LINGER 0, so the kernel resets them
+// all as the process ends (it also exits when stdin is closed, if its
+// goroutine gets to run).
 //
 // It is a process of its own so that its thousands of always-busy sender
 // goroutines do not share a Go scheduler with the benchmark: there, every
 // time the benchmark's own goroutine blocked (a pipe read, a slow system
 // call) it queued behind them to run again, for seconds each time with
-// 10,000 flows, and a window could take minutes to end.
+// 10,000 flows, and a window could take minutes to end. For the same
+// reason nothing the benchmark needs from it waits for one of its own
+// goroutines: with 10,000 flows sending, a line written after the senders
+// started took minutes to come.
 package main
 
 import (
@@ -50,15 +57,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench-flows: the counters (descriptor %d, from the benchmark): %v\n", shmcount.ChildFd, err)
 		os.Exit(2)
 	}
-	written, writeErrors := traffic.FlowCountersAt(c)
-	o := traffic.ManyFlowsOptions{Flows: *flows, WriteSize: *writeSize, RateBytesPerSec: *rate, Written: written, WriteErrors: writeErrors}
-	if err := run(*netns, dst, o, os.Stdin, os.Stdout); err != nil {
+	opened, written, writeErrors := traffic.FlowCountersAt(c)
+	o := traffic.ManyFlowsOptions{Flows: *flows, WriteSize: *writeSize, RateBytesPerSec: *rate, Opened: opened, Written: written, WriteErrors: writeErrors}
+	if err := run(*netns, dst, o, os.Stdin); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-flows:", err)
 		os.Exit(1)
 	}
 }
 
-func run(netns string, dst netip.AddrPort, o traffic.ManyFlowsOptions, in io.Reader, out io.Writer) error {
+func run(netns string, dst netip.AddrPort, o traffic.ManyFlowsOptions, in io.Reader) error {
 	if err := traffic.RaiseNoFileToHard(uint64(o.Flows) + 100); err != nil {
 		return err
 	}
@@ -66,10 +73,7 @@ func run(netns string, dst netip.AddrPort, o traffic.ManyFlowsOptions, in io.Rea
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(out, "ready")
-	if err == nil {
-		// Until stdin is closed (EOF): nothing else is read from it.
-		_, err = io.Copy(io.Discard, in)
-	}
+	// Until stdin is closed (EOF) or the benchmark kills the process.
+	_, err = io.Copy(io.Discard, in)
 	return errors.Join(err, m.Stop())
 }
