@@ -54,8 +54,8 @@ Configurations run interleaved inside the run, --reps times each; the
 summary gives median, quartiles and the difference and ratio to the empty
 program. Results go to OUT/NAME-<UTC time>.json, .csv and .html (report
 with plots) with the machine, kernel and commit; a table goes to stdout, progress to stderr. Needs root.
-The load phase's TCP sink is a separate program that the bench builds with
-go build: run the bench from the source tree (make bench).
+The load phase's TCP sink and flows are separate programs that the bench
+builds with go build: run the bench from the source tree (make bench).
 See bench/README.md.`
 
 func newBenchCmd() *cobra.Command {

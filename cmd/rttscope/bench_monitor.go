@@ -29,8 +29,8 @@ bootstrap interval and verdict), the monitor's CPU and its share of the
 busy CPU time, BPF ns per packet (bpf_stats of every program on the
 interface, TCX, clsact or XDP, whoever attached it), samples reported per
 second, samples lost. Method, verdicts and files: docs/experiments.md.
-The TCP sink is a separate program the bench builds with go: run from the
-source tree.`
+The TCP sink and flows are separate programs the bench builds with go: run
+from the source tree.`
 
 func init() { benchSubcommands = append(benchSubcommands, newBenchMonitorCmd) }
 

@@ -84,8 +84,9 @@ type Options struct {
 	// Progress receives one line per step (nil: discarded).
 	Progress io.Writer
 
-	// sinkBin is the TCP sink program of the load phase, built by Run.
-	sinkBin string
+	// loadBins are the TCP sink and flows programs of the load phase,
+	// built by Run.
+	loadBins loadPrograms
 }
 
 // DefaultOptions finish in about a minute and a half on a 2-vCPU machine.
@@ -177,13 +178,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if o.Load && len(o.LoadFlows) > 0 {
 		// Before any phase: without go and the source tree, fail now.
-		o.progress("load: building the TCP sink (%s)", sinkCmd)
-		bin, cleanup, err := buildSink()
+		o.progress("load: building the TCP sink and flows (%s, %s)", sinkCmd, flowsCmd)
+		bins, cleanup, err := buildLoadPrograms()
 		if err != nil {
 			return nil, err
 		}
 		defer cleanup()
-		o.sinkBin = bin
+		o.loadBins = bins
 	}
 	start := time.Now()
 	res := &Result{

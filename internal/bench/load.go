@@ -103,8 +103,9 @@ type LoadWindow struct {
 	BusyCores    float64 `json:"busy_cores"`
 	StealShare   float64 `json:"steal_share"`
 	MonitorCores float64 `json:"monitor_cpu_cores,omitempty"`
-	// BenchCores is this process: traffic generator, UDP sink and the
-	// lab's user-space delay line (the TCP sink is a process of its own).
+	// BenchCores is this process: UDP traffic and sink and the lab's
+	// user-space delay line (the TCP flows and sink are processes of
+	// their own).
 	BenchCores float64 `json:"bench_cpu_cores"`
 	// Monitor output during the window, and its final kernel counters.
 	RTTRecords       uint64        `json:"rtt_records,omitempty"`
@@ -173,19 +174,14 @@ type loadBench struct {
 	cliIfidx int
 	bin      string
 	seq      int
-	// noRetrans skips the TCP_INFO of every flow in snap: with 10,000
-	// flows sending as fast as they can, a goroutine making 10,000
-	// syscalls waits for a P behind all of them after each one, and the
-	// window never ends (the monitor study does not report them).
-	noRetrans bool
 	// stale are programs still on the interface when a monitor starts (a
 	// stopped monitor's links go away asynchronously): waitAttached
 	// waits for programs not among them.
 	stale map[ebpf.ProgramID]bool
 	// current traffic
-	sink    *sinkProc // TCP sink in a child process
+	sink    *sinkProc  // TCP sink in a child process
+	flows   *flowsProc // TCP flows in a child process
 	udpSink *traffic.UDPSink
-	flows   *traffic.ManyFlows
 	udp     *traffic.UDPFlood
 }
 
@@ -213,14 +209,6 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 		if bin, err = os.Executable(); err != nil {
 			return fmt.Errorf("find the rttscope binary: %w", err)
 		}
-	}
-	maxFlows := 0
-	for _, n := range o.LoadFlows {
-		maxFlows = max(maxFlows, n)
-	}
-	// The TCP sink's sockets are in a child process (see sinkproc.go).
-	if err := traffic.RaiseNoFile(uint64(maxFlows + 4096)); err != nil {
-		return err
 	}
 	o.progress("load: building the lab (path %s)", o.LoadPath)
 	l, err := lab.New(ctx, lab.Config{Prefix: labPrefix, Paths: []lab.PathSpec{o.LoadPath}})
@@ -317,13 +305,16 @@ func (lb *loadBench) startTraffic(ctx context.Context, sc loadScenario) error {
 			traffic.UDPFloodOptions{PayloadSize: lb.o.UDPPayload, PPS: lb.o.UDPPPS, Senders: lb.o.UDPSenders})
 		return err
 	}
-	s, err := startSinkProc(lb.o.sinkBin, l.Servers[0].Name, l.ServerAddr4[0])
+	s, err := startSinkProc(lb.o.loadBins.sink, l.Servers[0].Name, l.ServerAddr4[0])
 	if err != nil {
 		return err
 	}
 	lb.sink = s
 	start := time.Now()
-	lb.flows, err = traffic.StartManyFlows(ctx, l.Client, netip.AddrPortFrom(l.ServerAddr4[0], s.port),
+	if err := traffic.EnsurePortRange(l.Client, sc.flows+100); err != nil {
+		return err
+	}
+	lb.flows, err = startFlowsProc(lb.o.loadBins.flows, l.Client.Name, netip.AddrPortFrom(l.ServerAddr4[0], s.port),
 		traffic.ManyFlowsOptions{Flows: sc.flows, WriteSize: lb.o.LoadWriteSize, RateBytesPerSec: lb.o.LoadTCPRate})
 	if err != nil {
 		return err
@@ -344,7 +335,7 @@ func (lb *loadBench) startTraffic(ctx context.Context, sc loadScenario) error {
 func (lb *loadBench) stopTraffic() error {
 	var errs []error
 	if lb.flows != nil {
-		errs = append(errs, lb.flows.Stop())
+		errs = append(errs, lb.flows.stop())
 		lb.flows = nil
 	}
 	if lb.udp != nil {
@@ -722,13 +713,13 @@ func (lb *loadBench) snap(eg, in *ebpf.Program, m *monitorProc) (loadSnap, error
 				*x.st = *st
 			}
 		}
+		// The interface counters' own time, taken at once: on a
+		// starved machine the rest of the snapshot can take seconds.
+		s.tIf = time.Now()
 		return nil
 	}); err != nil {
 		return s, fmt.Errorf("interface counters: %w", err)
 	}
-	// The interface counters' own time: on a starved machine the rest of
-	// the snapshot can take seconds.
-	s.tIf = time.Now()
 	for _, ps := range lb.lab.DelayStats() {
 		s.dlDrops += ps.ToServer.Dropped() + ps.ToClient.Dropped()
 	}
@@ -739,16 +730,20 @@ func (lb *loadBench) snap(eg, in *ebpf.Program, m *monitorProc) (loadSnap, error
 		s.rtt, s.flow, s.agg = m.rtt.Load(), m.flow.Load(), m.agg.Load()
 	}
 	if lb.sink != nil {
-		var err error
-		if s.sinkB, err = lb.sink.Bytes(); err != nil {
-			return s, err
-		}
+		s.sinkB = lb.sink.Bytes()
 	}
 	if lb.udpSink != nil {
 		s.sinkB, s.sinkP = lb.udpSink.Bytes(), lb.udpSink.Packets()
 	}
-	if lb.flows != nil && !lb.noRetrans {
-		s.retrans = lb.flows.Retransmits()
+	if lb.flows != nil {
+		// The client's namespace holds only the flows: its counter is
+		// theirs (one file read, not a TCP_INFO per flow).
+		if err := lb.lab.Client.Do(func() (err error) {
+			s.retrans, err = tcpRetransSegs()
+			return err
+		}); err != nil {
+			return s, fmt.Errorf("TCP retransmissions: %w", err)
+		}
 	}
 	s.t = time.Now()
 	return s, nil

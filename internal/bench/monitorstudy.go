@@ -14,7 +14,6 @@ import (
 
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/telemetry"
-	"github.com/rttscope/rttscope/internal/traffic"
 )
 
 // `rttscope bench monitor` (seed 000 part 4): what watching a router's
@@ -143,20 +142,13 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	lo := DefaultOptions()
 	lo.LoadWriteSize, lo.LoadTCPRate, lo.UDPPayload, lo.UDPPPS, lo.UDPSenders = o.WriteSize, o.TCPRate, o.UDPPayload, o.UDPPPS, o.UDPSenders
 	lo.Progress = o.Progress
-	maxFlows := 0
-	for _, n := range o.Flows {
-		maxFlows = max(maxFlows, n)
-	}
-	if maxFlows > 0 {
-		bin, cleanup, err := buildSink()
+	if len(o.Flows) > 0 {
+		bins, cleanup, err := buildLoadPrograms()
 		if err != nil {
 			return nil, err
 		}
 		defer cleanup()
-		lo.sinkBin = bin
-		if err := traffic.RaiseNoFile(uint64(maxFlows + 4096)); err != nil {
-			return nil, err
-		}
+		lo.loadBins = bins
 	}
 	restore, method, err := telemetry.EnableBPFStatsOrSysctl()
 	if err != nil {
@@ -176,7 +168,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
 		}
 	}()
-	lb := &loadBench{o: &lo, lab: l, ifname: l.MiddleboxServerIf[0], bin: o.MonitorBinary, noRetrans: true}
+	lb := &loadBench{o: &lo, lab: l, ifname: l.MiddleboxServerIf[0], bin: o.MonitorBinary}
 	if err := l.Middlebox.Do(func() (err error) {
 		if lb.ifidx, err = ifindex(lb.ifname); err != nil {
 			return err

@@ -185,3 +185,38 @@ func procRSSKiB(pid int) uint64 {
 	}
 	return 0
 }
+
+// tcpRetransSegs is the TCP RetransSegs counter of the namespace the
+// calling thread is in (/proc/thread-self/net/snmp: /proc/self/net would
+// be the main thread's namespace).
+func tcpRetransSegs() (uint64, error) {
+	b, err := os.ReadFile("/proc/thread-self/net/snmp")
+	if err != nil {
+		return 0, err
+	}
+	return parseSNMPField(string(b), "Tcp", "RetransSegs")
+}
+
+// parseSNMPField reads one field of a /proc/net/snmp text, where each
+// protocol has a line of field names and a line of values, both starting
+// with "PROTO:".
+func parseSNMPField(text, proto, field string) (uint64, error) {
+	var names []string
+	for line := range strings.Lines(text) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != proto+":" {
+			continue
+		}
+		if names == nil {
+			names = f[1:]
+			continue
+		}
+		for i, n := range names {
+			if n == field && i+1 < len(f) {
+				return strconv.ParseUint(f[i+1], 10, 64)
+			}
+		}
+		break
+	}
+	return 0, fmt.Errorf("no %s %s in the snmp counters", proto, field)
+}

@@ -58,3 +58,23 @@ func TestParsePidStat(t *testing.T) {
 		t.Error("parsePidStat accepted a short line")
 	}
 }
+
+func TestSNMPField(t *testing.T) {
+	text := "Ip: Forwarding DefaultTTL\nIp: 1 64\n" +
+		"Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n" +
+		"Tcp: 1 200 120000 -1 10000 0 0 0 10000 123456 654321 4242 0 7 0\n" +
+		"Udp: InDatagrams RetransSegs\nUdp: 5 6\n"
+	if n, err := parseSNMPField(text, "Tcp", "RetransSegs"); err != nil || n != 4242 {
+		t.Errorf("Tcp RetransSegs = %d, %v; want 4242", n, err)
+	}
+	if n, err := parseSNMPField(text, "Udp", "RetransSegs"); err != nil || n != 6 {
+		t.Errorf("Udp RetransSegs = %d, %v; want 6 (the field of that protocol)", n, err)
+	}
+	if _, err := parseSNMPField(text, "Tcp", "NoSuchField"); err == nil {
+		t.Error("a missing field must fail")
+	}
+	// This machine's own counters parse (no namespace switch: the test's).
+	if _, err := tcpRetransSegs(); err != nil {
+		t.Errorf("tcpRetransSegs: %v", err)
+	}
+}

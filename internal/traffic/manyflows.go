@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/nsrun"
 )
 
 // This file holds load generators for benchmarks: many concurrent TCP
@@ -42,14 +43,19 @@ type ManyFlowsOptions struct {
 	DialWorkers int
 	// SetupTimeout bounds opening all connections (default 60s).
 	SetupTimeout time.Duration
+	// Written and WriteErrors, when set, are where the flows count
+	// (Written, WriteErrors), Opened where the connections opened so far
+	// are counted: e.g. memory shared with another process
+	// (internal/shmcount), which then reads them without asking.
+	Written, WriteErrors, Opened *atomic.Uint64
 }
 
 // ManyFlows is a running set of TCP connections sending to one sink.
 type ManyFlows struct {
 	o        ManyFlowsOptions
 	conns    []*net.TCPConn
-	written  atomic.Uint64
-	writeErr atomic.Uint64
+	written  *atomic.Uint64
+	writeErr *atomic.Uint64
 	stopped  atomic.Bool
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -77,10 +83,20 @@ func RaiseNoFile(n uint64) error {
 	return nil
 }
 
-// ensurePortRange widens net.ipv4.ip_local_port_range inside node (which
+// RaiseNoFileToHard raises the soft RLIMIT_NOFILE to the hard limit, which
+// an unprivileged process may reach, or to atLeast if higher (privileged).
+func RaiseNoFileToHard(atLeast uint64) error {
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
+		return err
+	}
+	return RaiseNoFile(max(r.Max, atLeast))
+}
+
+// EnsurePortRange widens net.ipv4.ip_local_port_range inside node (which
 // must be a namespace of a lab the caller owns) when it holds fewer than
 // need ephemeral ports.
-func ensurePortRange(node *lab.Node, need int) error {
+func EnsurePortRange(node *lab.Node, need int) error {
 	v, err := node.Sysctl("net.ipv4.ip_local_port_range")
 	if err != nil {
 		return err
@@ -107,6 +123,27 @@ func ensurePortRange(node *lab.Node, need int) error {
 // The caller needs enough open files for the connections (RaiseNoFile;
 // the sink's side counts as well when it runs in the same process).
 func StartManyFlows(ctx context.Context, client *lab.Node, dst netip.AddrPort, o ManyFlowsOptions) (*ManyFlows, error) {
+	if err := EnsurePortRange(client, o.Flows+100); err != nil {
+		return nil, fmt.Errorf("manyflows: %w", err)
+	}
+	return startManyFlows(ctx, client.Do, client.Name, dst, o)
+}
+
+// StartManyFlowsIn is StartManyFlows from the named network namespace
+// (under /run/netns; "": this one), e.g. in a child process of the lab's
+// owner, which must have widened the port range (EnsurePortRange).
+func StartManyFlowsIn(ctx context.Context, netns string, dst netip.AddrPort, o ManyFlowsOptions) (*ManyFlows, error) {
+	do := func(fn func() error) error { return nsrun.Named(netns, fn) }
+	label := netns
+	if label == "" {
+		label = "this namespace"
+	}
+	return startManyFlows(ctx, do, label, dst, o)
+}
+
+// startManyFlows opens the connections in goroutines running under do,
+// which puts them in the client's namespace.
+func startManyFlows(ctx context.Context, do func(func() error) error, client string, dst netip.AddrPort, o ManyFlowsOptions) (*ManyFlows, error) {
 	if o.Flows < 1 {
 		return nil, errors.New("manyflows: need at least one flow")
 	}
@@ -119,10 +156,13 @@ func StartManyFlows(ctx context.Context, client *lab.Node, dst netip.AddrPort, o
 	if o.SetupTimeout <= 0 {
 		o.SetupTimeout = 60 * time.Second
 	}
-	if err := ensurePortRange(client, o.Flows+100); err != nil {
-		return nil, fmt.Errorf("manyflows: %w", err)
+	if o.Written == nil {
+		o.Written = new(atomic.Uint64)
 	}
-	m := &ManyFlows{o: o, conns: make([]*net.TCPConn, o.Flows)}
+	if o.WriteErrors == nil {
+		o.WriteErrors = new(atomic.Uint64)
+	}
+	m := &ManyFlows{o: o, conns: make([]*net.TCPConn, o.Flows), written: o.Written, writeErr: o.WriteErrors}
 	dctx, dcancel := context.WithTimeout(ctx, o.SetupTimeout)
 	defer dcancel()
 	var next atomic.Int64
@@ -135,7 +175,7 @@ func StartManyFlows(ctx context.Context, client *lab.Node, dst netip.AddrPort, o
 			defer wg.Done()
 			// The goroutine stays on the namespace's thread while it
 			// dials, so every socket it creates is the client's.
-			err := client.Do(func() error {
+			err := do(func() error {
 				d := net.Dialer{Timeout: 10 * time.Second}
 				for {
 					i := int(next.Add(1) - 1)
@@ -152,7 +192,16 @@ func StartManyFlows(ctx context.Context, client *lab.Node, dst netip.AddrPort, o
 					if err := tc.SetNoDelay(o.NoDelay); err != nil {
 						return fmt.Errorf("connection %d: %w", i+1, err)
 					}
+					// However it is closed, also by the process
+					// ending, the connection is reset: nothing
+					// queued keeps flowing.
+					if err := tc.SetLinger(0); err != nil {
+						return fmt.Errorf("connection %d: %w", i+1, err)
+					}
 					m.conns[i] = tc
+					if o.Opened != nil {
+						o.Opened.Add(1)
+					}
 				}
 			})
 			if err != nil {
@@ -165,7 +214,7 @@ func StartManyFlows(ctx context.Context, client *lab.Node, dst netip.AddrPort, o
 	close(errc)
 	if err := <-errc; err != nil {
 		m.closeConns()
-		return nil, fmt.Errorf("manyflows: open %d connections to %s from %s: %w", o.Flows, dst, client.Name, err)
+		return nil, fmt.Errorf("manyflows: open %d connections to %s from %s: %w", o.Flows, dst, client, err)
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -257,31 +306,28 @@ func (m *ManyFlows) Retransmits() uint64 {
 }
 
 // Stop ends every flow (reset, so that no queued data keeps flowing) and
-// waits for the senders. Idempotent.
+// waits for the senders. Idempotent. The connections are reset before
+// the wait: that also ends their writes, whereas waiting first would wait
+// for every sender to be scheduled once more, which takes seconds with
+// 10,000 busy ones.
 func (m *ManyFlows) Stop() error {
 	m.once.Do(func() {
 		m.stopped.Store(true)
 		if m.cancel != nil {
 			m.cancel()
 		}
-		now := time.Now()
-		for _, c := range m.conns {
-			if c != nil {
-				_ = c.SetWriteDeadline(now) // unblock writers; the close below ends them anyway
-			}
-		}
-		m.wg.Wait()
 		m.closeConns()
+		m.wg.Wait()
 	})
 	return nil
 }
 
+// closeConns resets and closes every connection; a write under way on one
+// returns with an error.
 func (m *ManyFlows) closeConns() {
-	for i, c := range m.conns {
+	for _, c := range m.conns {
 		if c != nil {
-			_ = c.SetLinger(0) // reset: drop what is still queued
-			c.Close()
-			m.conns[i] = nil
+			c.Close() // a reset (SO_LINGER 0 since it opened): drops what is still queued
 		}
 	}
 }
@@ -292,8 +338,11 @@ func NewManySink(node *lab.Node, addr netip.Addr, port uint16) (*Sink, error) {
 	return listenSink(node, addr, port, manySinkBuf)
 }
 
-// ServeManySink runs a many-connection sink on a listener the caller opened.
-func ServeManySink(ln *net.TCPListener) *Sink { return ServeSink(ln, manySinkBuf) }
+// ServeManySink runs a many-connection sink on a listener the caller
+// opened, counting into c.
+func ServeManySink(ln *net.TCPListener, c SinkCounters) *Sink {
+	return ServeSinkCounting(ln, manySinkBuf, c)
+}
 
 // UDPFloodOptions configure StartUDPFlood.
 type UDPFloodOptions struct {

@@ -23,9 +23,7 @@ import (
 type Sink struct {
 	ln      *net.TCPListener
 	bufSize int // read buffer per connection
-	bytes   atomic.Uint64
-	conns   atomic.Int64
-	active  atomic.Int64
+	c       SinkCounters
 
 	mu     sync.Mutex
 	open   map[net.Conn]struct{}
@@ -60,11 +58,24 @@ const (
 	manySinkBuf = 16 << 10
 )
 
+// SinkCounters are where a sink counts: connections accepted, still
+// open, and bytes received. They may live in memory shared with another
+// process (internal/shmcount), which then reads them without asking.
+type SinkCounters struct {
+	Conns, Active *atomic.Int64
+	Bytes         *atomic.Uint64
+}
+
 // ServeSink runs a sink on a listener the caller opened (e.g. in another
 // process's view of a namespace), reading with bufSize bytes per
 // connection; Close closes ln.
 func ServeSink(ln *net.TCPListener, bufSize int) *Sink {
-	s := &Sink{ln: ln, bufSize: bufSize, open: map[net.Conn]struct{}{}}
+	return ServeSinkCounting(ln, bufSize, SinkCounters{new(atomic.Int64), new(atomic.Int64), new(atomic.Uint64)})
+}
+
+// ServeSinkCounting is ServeSink counting into c.
+func ServeSinkCounting(ln *net.TCPListener, bufSize int, c SinkCounters) *Sink {
+	s := &Sink{ln: ln, bufSize: bufSize, c: c, open: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s
@@ -84,12 +95,12 @@ func StartSink(node *lab.Node, addr netip.Addr, port uint16) (stop func() error,
 func (s *Sink) Addr() netip.AddrPort { return s.ln.Addr().(*net.TCPAddr).AddrPort() }
 
 // Bytes is the number of bytes received so far over all connections.
-func (s *Sink) Bytes() uint64 { return s.bytes.Load() }
+func (s *Sink) Bytes() uint64 { return s.c.Bytes.Load() }
 
 // Conns is the number of connections accepted so far; Active the number
 // still open.
-func (s *Sink) Conns() int64  { return s.conns.Load() }
-func (s *Sink) Active() int64 { return s.active.Load() }
+func (s *Sink) Conns() int64  { return s.c.Conns.Load() }
+func (s *Sink) Active() int64 { return s.c.Active.Load() }
 
 func (s *Sink) accept() {
 	defer s.wg.Done()
@@ -117,8 +128,8 @@ func (s *Sink) accept() {
 		s.open[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
-		s.conns.Add(1)
-		s.active.Add(1)
+		s.c.Conns.Add(1)
+		s.c.Active.Add(1)
 		go s.drain(c)
 	}
 }
@@ -128,13 +139,13 @@ func (s *Sink) drain(c net.Conn) {
 	buf := make([]byte, s.bufSize)
 	for {
 		n, err := c.Read(buf)
-		s.bytes.Add(uint64(n))
+		s.c.Bytes.Add(uint64(n))
 		if err != nil {
 			break
 		}
 	}
 	c.Close()
-	s.active.Add(-1)
+	s.c.Active.Add(-1)
 	s.mu.Lock()
 	delete(s.open, c)
 	s.mu.Unlock()

@@ -5,9 +5,10 @@
 //	bench-sink --netns NS --listen ADDR:PORT
 //
 // It listens on ADDR:PORT (port 0 picks one) inside the named network
-// namespace, writes "port N" on stdout, then answers every line read from
-// stdin with "ACCEPTED ACTIVE BYTES" (connections accepted, still open,
-// bytes received), until stdin is closed.
+// namespace, writes "port N" on stdout, and counts connections accepted,
+// still open and bytes received into the shared memory file it inherits
+// as descriptor 3 (internal/shmcount, slots traffic.SinkCountersAt), which
+// the benchmark reads without asking, until stdin is closed.
 //
 // It is a process of its own because one process may hold only
 // RLIMIT_NOFILE descriptors: where the hard limit cannot be raised (no
@@ -17,7 +18,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -25,9 +25,8 @@ import (
 	"net/netip"
 	"os"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/rttscope/rttscope/internal/nsrun"
+	"github.com/rttscope/rttscope/internal/shmcount"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
 
@@ -40,19 +39,19 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench-sink: want --listen ADDR:PORT and no arguments (--listen %q, arguments %q)\n", *listen, flag.Args())
 		os.Exit(2)
 	}
-	if err := serve(*netns, addr, os.Stdin, os.Stdout); err != nil {
+	c, err := shmcount.Inherited(traffic.SinkCounterSlots)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench-sink: the counters (descriptor %d, from the benchmark): %v\n", shmcount.ChildFd, err)
+		os.Exit(2)
+	}
+	if err := serve(*netns, addr, traffic.SinkCountersAt(c), os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-sink:", err)
 		os.Exit(1)
 	}
 }
 
-func serve(netns string, addr netip.AddrPort, in io.Reader, out io.Writer) error {
-	// The hard limit is what an unprivileged raise may reach.
-	var r unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
-		return err
-	}
-	if err := traffic.RaiseNoFile(r.Max); err != nil {
+func serve(netns string, addr netip.AddrPort, counters traffic.SinkCounters, in io.Reader, out io.Writer) error {
+	if err := traffic.RaiseNoFileToHard(0); err != nil {
 		return err
 	}
 	var ln *net.TCPListener
@@ -63,16 +62,12 @@ func serve(netns string, addr netip.AddrPort, in io.Reader, out io.Writer) error
 	}); err != nil {
 		return fmt.Errorf("listen on %s in %q: %w", addr, netns, err)
 	}
-	s := traffic.ServeManySink(ln)
+	s := traffic.ServeManySink(ln, counters)
 	defer s.Close()
 	if _, err := fmt.Fprintf(out, "port %d\n", s.Addr().Port()); err != nil {
 		return err
 	}
-	sc := bufio.NewScanner(in)
-	for sc.Scan() {
-		if _, err := fmt.Fprintf(out, "%d %d %d\n", s.Conns(), s.Active(), s.Bytes()); err != nil {
-			return err
-		}
-	}
-	return sc.Err()
+	// Until stdin is closed (EOF): nothing else is read from it.
+	_, err := io.Copy(io.Discard, in)
+	return err
 }
