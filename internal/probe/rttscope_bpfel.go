@@ -306,6 +306,7 @@ type RttscopeTrafficCounters struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	RttscopeMapAggBackup                  = "agg_backup"
 	RttscopeMapAggGlobalMap               = "agg_global_map"
 	RttscopeMapAggMap0                    = "agg_map0"
 	RttscopeMapAggMap1                    = "agg_map1"
@@ -421,6 +422,7 @@ type RttscopeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RttscopeMapSpecs struct {
+	AggBackup      *ebpf.MapSpec `ebpf:"agg_backup"`
 	AggGlobalMap   *ebpf.MapSpec `ebpf:"agg_global_map"`
 	AggMap0        *ebpf.MapSpec `ebpf:"agg_map0"`
 	AggMap1        *ebpf.MapSpec `ebpf:"agg_map1"`
@@ -496,6 +498,7 @@ func (o *RttscopeObjects) Close() error {
 //
 // It can be passed to LoadRttscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RttscopeMaps struct {
+	AggBackup      *ebpf.Map `ebpf:"agg_backup"`
 	AggGlobalMap   *ebpf.Map `ebpf:"agg_global_map"`
 	AggMap0        *ebpf.Map `ebpf:"agg_map0"`
 	AggMap1        *ebpf.Map `ebpf:"agg_map1"`
@@ -518,6 +521,7 @@ type RttscopeMaps struct {
 
 func (m *RttscopeMaps) Close() error {
 	return _RttscopeClose(
+		m.AggBackup,
 		m.AggGlobalMap,
 		m.AggMap0,
 		m.AggMap1,
