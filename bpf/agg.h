@@ -109,6 +109,26 @@ struct {
 	__uint(max_entries, 4);
 } agg_backup SEC(".maps");
 
+/* A per-CPU cache of prefixes known to have no entry in a prefix map:
+ * untracked traffic of such a prefix skips the failed hash lookup. A slot
+ * is valid only while its tag equals agg_absent_tag(): agg_gen counts the
+ * entries programs created (the only way a prefix gets an entry; user
+ * space only zeroes and deletes them), the low bit names the map. So a
+ * slot never hides an entry created before the packet that reads it. */
+struct agg_absent_slot {
+	struct agg_key key;
+	__u32 tag;
+};
+
+#define AGG_ABSENT_SLOTS 256
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct agg_absent_slot);
+	__uint(max_entries, AGG_ABSENT_SLOTS);
+} agg_absent SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
@@ -118,6 +138,9 @@ struct {
 
 /* Which of agg_map0/agg_map1 the programs write to; user space flips it. */
 __u32 agg_epoch = 0;
+/* Prefix entries created by the programs (wraps after 2^31: a slot of
+ * agg_absent would have to survive that many creations to be wrong). */
+__u32 agg_gen = 0;
 
 static __always_inline __u32 prefix_mask(__u32 plen, __u32 word)
 {
@@ -189,22 +212,56 @@ static __always_inline struct agg_stats *agg_stats_create(struct agg_key *k,
 	if (!init)
 		return NULL;
 	ret = bpf_map_update_elem(map, k, init, BPF_NOEXIST);
+	if (ret == 0)
+		__sync_fetch_and_add(&agg_gen, 1);
 	if (ret != -E2BIG_ERR)
 		return bpf_map_lookup_elem(map, k);
 	count(COUNTER_AGG_MAP_FULL);
 	return agg_backup_stats(epoch, k->ipv);
 }
 
-/* The stats of prefix k for an untracked packet: its entry if it has one,
- * else its family's backup entry. */
-static __always_inline struct agg_stats *agg_stats_lookup(struct agg_key *k,
-							  __u32 epoch)
+static __always_inline __u32 agg_absent_tag(__u32 epoch)
 {
-	struct agg_stats *s;
+	return (READ_ONCE(agg_gen) << 1) | (epoch & 1);
+}
 
+static __always_inline __u32 agg_absent_index(const struct agg_key *k)
+{
+	const __u32 *w = k->prefix.in6_u.u6_addr32;
+
+	return ((w[0] ^ w[1] ^ w[2] ^ w[3] ^ k->prefix_len) * 0x9e3779b1U) >>
+	       24;
+}
+
+static __always_inline bool agg_key_equal(const struct agg_key *a,
+					  const struct agg_key *b)
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+
+	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) |
+		(x[4] ^ y[4])) == 0;
+}
+
+/* The stats of prefix k for an untracked packet: its entry if it has one,
+ * else its family's backup entry. tag: agg_absent_tag(epoch), read before
+ * the lookup, so that an entry created after it invalidates the slot. */
+static __always_inline struct agg_stats *
+agg_stats_lookup(struct agg_key *k, __u32 epoch, __u32 tag)
+{
+	struct agg_absent_slot *slot;
+	struct agg_stats *s;
+	__u32 i = agg_absent_index(k);
+
+	slot = bpf_map_lookup_elem(&agg_absent, &i);
+	if (slot && slot->tag == tag && agg_key_equal(&slot->key, k))
+		return agg_backup_stats(epoch, k->ipv);
 	s = bpf_map_lookup_elem(agg_map_of(epoch), k);
 	if (s)
 		return s;
+	if (slot) {
+		slot->key = *k;
+		slot->tag = tag;
+	}
 	return agg_backup_stats(epoch, k->ipv);
 }
 
@@ -245,7 +302,7 @@ __noinline int agg_count_packet(struct packet_info *p, bool tracked)
 {
 	struct agg_stats *s;
 	struct agg_key k;
-	__u32 epp, epoch;
+	__u32 epp, epoch, tag;
 
 	if (!p)
 		return 0;
@@ -256,12 +313,15 @@ __noinline int agg_count_packet(struct packet_info *p, bool tracked)
 	      p->tcp_ts			       ? EPP_TCP_TS :
 						 EPP_TCP_NOTS;
 	epoch = READ_ONCE(agg_epoch);
+	tag = agg_absent_tag(epoch);
 	make_agg_key(&k, &p->pid.flow.saddr.ip, p->pid.flow.ipv);
-	s = tracked ? agg_stats_create(&k, epoch) : agg_stats_lookup(&k, epoch);
+	s = tracked ? agg_stats_create(&k, epoch) :
+		      agg_stats_lookup(&k, epoch, tag);
 	if (s)
 		count_traffic(&s->rx, p, epp);
 	make_agg_key(&k, &p->pid.flow.daddr.ip, p->pid.flow.ipv);
-	s = tracked ? agg_stats_create(&k, epoch) : agg_stats_lookup(&k, epoch);
+	s = tracked ? agg_stats_create(&k, epoch) :
+		      agg_stats_lookup(&k, epoch, tag);
 	if (s)
 		count_traffic(&s->tx, p, epp);
 	return 0;

@@ -1,9 +1,12 @@
 package replay
 
-// The backup entries (0.0.0.0/0, ::/0, an array of their own: bpf/agg.h):
-// untracked traffic of a prefix goes to its family's backup entry until a
-// tracked packet creates the prefix's entry in the map of the current
-// interval, and to the prefix from then on.
+// The backup entries (0.0.0.0/0, ::/0, an array of their own) and the
+// per-CPU cache of prefixes without an entry (agg_absent; both in
+// bpf/agg.h): untracked traffic of a prefix goes to its family's backup
+// entry until a tracked packet creates the prefix's entry in the map of
+// the current interval, and to the prefix from then on, also on a CPU
+// that cached the prefix as absent (in that map: the epoch's bit of the
+// cache's tag).
 
 import (
 	"runtime"
