@@ -157,26 +157,17 @@ static __always_inline __u32 prefix_mask(__u32 plen, __u32 word)
 static __always_inline void make_agg_key(struct agg_key *k,
 					 const struct in6_addr *addr, __u8 ipv)
 {
+	/* IPv4 addresses are v4-mapped: the mask also keeps ::ffff. */
+	__u32 plen =
+		ipv == AF_INET ? 96 + cfg_agg_prefix_v4 : cfg_agg_prefix_v6;
 	int i;
 
-	if (ipv == AF_INET) {
-		/* v4-mapped: ::ffff kept, only the last word masked. */
-		k->prefix.in6_u.u6_addr32[0] = addr->in6_u.u6_addr32[0];
-		k->prefix.in6_u.u6_addr32[1] = addr->in6_u.u6_addr32[1];
-		k->prefix.in6_u.u6_addr32[2] = addr->in6_u.u6_addr32[2];
-		k->prefix.in6_u.u6_addr32[3] =
-			addr->in6_u.u6_addr32[3] &
-			prefix_mask(cfg_agg_prefix_v4, 0);
-		k->prefix_len = cfg_agg_prefix_v4;
-	} else {
 #pragma unroll
-		for (i = 0; i < 4; i++)
-			k->prefix.in6_u.u6_addr32[i] =
-				addr->in6_u.u6_addr32[i] &
-				prefix_mask(cfg_agg_prefix_v6, i);
-		k->prefix_len = cfg_agg_prefix_v6;
-	}
+	for (i = 0; i < 4; i++)
+		k->prefix.in6_u.u6_addr32[i] =
+			addr->in6_u.u6_addr32[i] & prefix_mask(plen, i);
 	k->ipv = ipv;
+	k->prefix_len = ipv == AF_INET ? cfg_agg_prefix_v4 : cfg_agg_prefix_v6;
 	k->reserved = 0;
 }
 
