@@ -98,6 +98,37 @@ struct {
 	__uint(max_entries, 1);
 } agg_zero SEC(".maps");
 
+/* The backup entries (0.0.0.0/0, ::/0) of both epochs, index epoch * 2 +
+ * (family is IPv6): every untracked packet of a prefix without an entry of
+ * its own lands here, and an array element costs no hashing. User space
+ * reads them as the /0 records (internal/loader/aggregate.go). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct agg_stats);
+	__uint(max_entries, 4);
+} agg_backup SEC(".maps");
+
+/* A per-CPU cache of prefixes known to have no entry in a prefix map:
+ * untracked traffic of such a prefix skips the failed hash lookup. A slot
+ * is valid only while its tag equals agg_absent_tag(): agg_gen counts the
+ * entries programs created (the only way a prefix gets an entry; user
+ * space only zeroes and deletes them), the low bit names the map. So a
+ * slot never hides an entry created before the packet that reads it. */
+struct agg_absent_slot {
+	struct agg_key key;
+	__u32 tag;
+};
+
+#define AGG_ABSENT_SLOTS 256
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct agg_absent_slot);
+	__uint(max_entries, AGG_ABSENT_SLOTS);
+} agg_absent SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
@@ -107,6 +138,9 @@ struct {
 
 /* Which of agg_map0/agg_map1 the programs write to; user space flips it. */
 __u32 agg_epoch = 0;
+/* Prefix entries created by the programs (wraps after 2^31: a slot of
+ * agg_absent would have to survive that many creations to be wrong). */
+__u32 agg_gen = 0;
 
 static __always_inline __u32 prefix_mask(__u32 plen, __u32 word)
 {
@@ -137,14 +171,26 @@ static __always_inline void make_agg_key(struct agg_key *k,
 	k->reserved = 0;
 }
 
-/* The stats of prefix k. A prefix gets an entry of its own only from a
- * tracked packet (create), as in ePPing: other traffic of a prefix without
- * one, and everything when the map is full, goes to the backup entry of
- * its family, prefix length 0 (0.0.0.0/0, ::/0). */
-static __always_inline struct agg_stats *get_agg_stats(struct agg_key *k,
-						       bool create)
+static __always_inline void *agg_map_of(__u32 epoch)
 {
-	void *map = (agg_epoch & 1) ? (void *)&agg_map1 : (void *)&agg_map0;
+	return (epoch & 1) ? (void *)&agg_map1 : (void *)&agg_map0;
+}
+
+static __always_inline struct agg_stats *agg_backup_stats(__u32 epoch, __u8 ipv)
+{
+	__u32 i = (epoch & 1) * 2 + (ipv == AF_INET6);
+
+	return bpf_map_lookup_elem(&agg_backup, &i);
+}
+
+/* The stats of prefix k for a packet that may create its entry (a tracked
+ * packet, an RTT sample). A prefix gets an entry of its own only that way,
+ * as in ePPing; when the map is full the packet goes to the backup entry
+ * of its family. */
+static __always_inline struct agg_stats *agg_stats_create(struct agg_key *k,
+							  __u32 epoch)
+{
+	void *map = agg_map_of(epoch);
 	struct agg_stats *s;
 	__u32 zero = 0;
 	void *init;
@@ -156,21 +202,58 @@ static __always_inline struct agg_stats *get_agg_stats(struct agg_key *k,
 	init = bpf_map_lookup_elem(&agg_zero, &zero);
 	if (!init)
 		return NULL;
-	if (create) {
-		ret = bpf_map_update_elem(map, k, init, BPF_NOEXIST);
-		if (ret != -E2BIG_ERR)
-			return bpf_map_lookup_elem(map, k);
-		count(COUNTER_AGG_MAP_FULL);
-	}
-	__builtin_memset(&k->prefix, 0, sizeof(k->prefix));
-	k->prefix_len = 0;
-	s = bpf_map_lookup_elem(map, k);
+	ret = bpf_map_update_elem(map, k, init, BPF_NOEXIST);
+	if (ret == 0)
+		__sync_fetch_and_add(&agg_gen, 1);
+	if (ret != -E2BIG_ERR)
+		return bpf_map_lookup_elem(map, k);
+	count(COUNTER_AGG_MAP_FULL);
+	return agg_backup_stats(epoch, k->ipv);
+}
+
+static __always_inline __u32 agg_absent_tag(__u32 epoch)
+{
+	return (READ_ONCE(agg_gen) << 1) | (epoch & 1);
+}
+
+static __always_inline __u32 agg_absent_index(const struct agg_key *k)
+{
+	const __u32 *w = k->prefix.in6_u.u6_addr32;
+
+	return ((w[0] ^ w[1] ^ w[2] ^ w[3] ^ k->prefix_len) * 0x9e3779b1U) >>
+	       24;
+}
+
+static __always_inline bool agg_key_equal(const struct agg_key *a,
+					  const struct agg_key *b)
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+
+	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) |
+		(x[4] ^ y[4])) == 0;
+}
+
+/* The stats of prefix k for an untracked packet: its entry if it has one,
+ * else its family's backup entry. tag: agg_absent_tag(epoch), read before
+ * the lookup, so that an entry created after it invalidates the slot. */
+static __always_inline struct agg_stats *
+agg_stats_lookup(struct agg_key *k, __u32 epoch, __u32 tag)
+{
+	struct agg_absent_slot *slot;
+	struct agg_stats *s;
+	__u32 i = agg_absent_index(k);
+
+	slot = bpf_map_lookup_elem(&agg_absent, &i);
+	if (slot && slot->tag == tag && agg_key_equal(&slot->key, k))
+		return agg_backup_stats(epoch, k->ipv);
+	s = bpf_map_lookup_elem(agg_map_of(epoch), k);
 	if (s)
 		return s;
-	/* The backup entries are made on first use; room for them is kept
-	 * (PrefixMapSize counts two more). */
-	bpf_map_update_elem(map, k, init, BPF_NOEXIST);
-	return bpf_map_lookup_elem(map, k);
+	if (slot) {
+		slot->key = *k;
+		slot->tag = tag;
+	}
+	return agg_backup_stats(epoch, k->ipv);
 }
 
 static __always_inline __u32 proto_class(__u16 proto)
@@ -210,7 +293,7 @@ __noinline int agg_count_packet(struct packet_info *p, bool tracked)
 {
 	struct agg_stats *s;
 	struct agg_key k;
-	__u32 epp;
+	__u32 epp, epoch, tag;
 
 	if (!p)
 		return 0;
@@ -220,12 +303,16 @@ __noinline int agg_count_packet(struct packet_info *p, bool tracked)
 	epp = p->pid.flow.proto != IPPROTO_TCP ? EPP_OTHER :
 	      p->tcp_ts			       ? EPP_TCP_TS :
 						 EPP_TCP_NOTS;
+	epoch = READ_ONCE(agg_epoch);
+	tag = agg_absent_tag(epoch);
 	make_agg_key(&k, &p->pid.flow.saddr.ip, p->pid.flow.ipv);
-	s = get_agg_stats(&k, tracked);
+	s = tracked ? agg_stats_create(&k, epoch) :
+		      agg_stats_lookup(&k, epoch, tag);
 	if (s)
 		count_traffic(&s->rx, p, epp);
 	make_agg_key(&k, &p->pid.flow.daddr.ip, p->pid.flow.ipv);
-	s = get_agg_stats(&k, tracked);
+	s = tracked ? agg_stats_create(&k, epoch) :
+		      agg_stats_lookup(&k, epoch, tag);
 	if (s)
 		count_traffic(&s->tx, p, epp);
 	return 0;
@@ -269,7 +356,7 @@ __noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
 		     cfg_agg_reverse ? &p->pid.flow.daddr.ip :
 				       &p->pid.flow.saddr.ip,
 		     p->pid.flow.ipv);
-	s = get_agg_stats(&k, true);
+	s = agg_stats_create(&k, READ_ONCE(agg_epoch));
 	if (!s)
 		return 0;
 	if (!s->rtt_count || rtt < s->rtt_min)

@@ -46,6 +46,10 @@
  * as 0xfffffff9, and a 64-bit compare with -7 never matches). */
 #define E2BIG_ERR 7
 
+/* One load of a global that other CPUs or user space write, not merged
+ * with or moved past other accesses by the compiler. */
+#define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
+
 /* Puts a type that no map or global function uses into the object's BTF, so
  * that bpf2go can generate its Go twin (-type in internal/probe/gen.go): a
  * static pointer, never read, 8 bytes of .bss that Go does not see. */

@@ -113,18 +113,35 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 		agg events.Aggregate
 	}
 	var out []entry
+	// visit sums one entry's per-CPU values; ok: it had traffic.
+	visit := func(key probe.RttscopeAggKey, vals []probe.RttscopeAggStats) bool {
+		e := entry{key: key}
+		if !a.sum(&e.agg, vals) {
+			return false
+		}
+		e.agg.Time, e.agg.Start = end, start
+		e.agg.Prefix = prefixOf(&key)
+		out = append(out, e)
+		return true
+	}
 	var key probe.RttscopeAggKey
 	a.keys = a.keys[:0]
 	var stale []probe.RttscopeAggKey
+	// A prefix entry with a backup entry's key (::/0 with prefix length
+	// 0 configured) is merged with it below.
+	var mapBackup [2][]probe.RttscopeAggStats
 	it := m.Iterate()
 	for it.Next(&key, &a.vals) {
-		e := entry{key: key}
-		if !a.sum(&e.agg) {
-			// Idle: kept until the timeout (backup entries always).
+		if fam, ok := backupFamily(&key); ok {
+			mapBackup[fam] = slices.Clone(a.vals)
+			continue
+		}
+		if !visit(key, a.vals) {
+			// Idle: kept until the timeout.
 			last, seen := active[key]
 			if !seen {
 				active[key] = end
-			} else if key.PrefixLen > 0 && a.Timeout > 0 && end-last > int64(a.Timeout) {
+			} else if a.Timeout > 0 && end-last > int64(a.Timeout) {
 				stale = append(stale, key)
 				delete(active, key)
 			}
@@ -132,21 +149,37 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 		}
 		active[key] = end
 		a.keys = append(a.keys, key)
-		e.agg.Time, e.agg.Start = end, start
-		e.agg.Prefix = prefixOf(&key)
-		out = append(out, e)
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("read prefix map: %w", err)
 	}
+	for fam := range mapBackup {
+		vals, err := a.readBackup(old, fam)
+		if err != nil {
+			return err
+		}
+		if len(a.zero) != len(vals) {
+			a.zero = make([]probe.RttscopeAggStats, len(vals))
+		}
+		key := backupKey(fam)
+		if visit(key, append(vals, mapBackup[fam]...)) && mapBackup[fam] != nil {
+			a.keys = append(a.keys, key)
+		}
+	}
 	if err := a.reset(m, stale); err != nil {
+		return err
+	}
+	if err := a.resetBackup(old); err != nil {
 		return err
 	}
 	slices.SortFunc(out, func(x, y entry) int {
 		if c := cmp.Compare(x.key.Ipv, y.key.Ipv); c != 0 {
 			return c
 		}
-		return x.agg.Prefix.Addr().Compare(y.agg.Prefix.Addr())
+		if c := x.agg.Prefix.Addr().Compare(y.agg.Prefix.Addr()); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.key.PrefixLen, y.key.PrefixLen)
 	})
 	for i := range out {
 		if err := fn(&out[i].agg); err != nil {
@@ -162,9 +195,6 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 
 // reset zeroes the entries in a.keys and deletes the stale ones.
 func (a *Aggregator) reset(m *ebpf.Map, stale []probe.RttscopeAggKey) error {
-	if len(a.zero) != len(a.vals) {
-		a.zero = make([]probe.RttscopeAggStats, len(a.vals))
-	}
 	for i := range a.keys {
 		if err := m.Update(&a.keys[i], a.zero, ebpf.UpdateExist); err != nil {
 			return fmt.Errorf("empty prefix map: %w", err)
@@ -173,6 +203,54 @@ func (a *Aggregator) reset(m *ebpf.Map, stale []probe.RttscopeAggKey) error {
 	for i := range stale {
 		if err := m.Delete(&stale[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("empty prefix map: %w", err)
+		}
+	}
+	return nil
+}
+
+// The backup entries of epoch e are agg_backup[e*2+fam], fam 0 for IPv4
+// and 1 for IPv6 (bpf/agg.h).
+func backupIndex(epoch uint32, fam int) uint32 { return epoch&1*2 + uint32(fam) }
+
+// backupFamily reports whether k is the key of a backup entry, and its
+// family index. The programs' own /0 entries (prefix length 0 configured)
+// have that key only for IPv6: an IPv4 key keeps ::ffff, so there the
+// prefix and the backup entry are two records, as when both lived in the
+// prefix map.
+func backupFamily(k *probe.RttscopeAggKey) (int, bool) {
+	for fam := range 2 {
+		if *k == backupKey(fam) {
+			return fam, true
+		}
+	}
+	return 0, false
+}
+
+// backupKey is the key of family fam's backup entry, all zero but the
+// family: 0.0.0.0/0 or ::/0.
+func backupKey(fam int) probe.RttscopeAggKey {
+	var k probe.RttscopeAggKey
+	k.Ipv = unix.AF_INET
+	if fam == 1 {
+		k.Ipv = unix.AF_INET6
+	}
+	return k
+}
+
+// readBackup returns the per-CPU values of a backup entry.
+func (a *Aggregator) readBackup(epoch uint32, fam int) ([]probe.RttscopeAggStats, error) {
+	var vals []probe.RttscopeAggStats
+	if err := a.objs.AggBackup.Lookup(backupIndex(epoch, fam), &vals); err != nil {
+		return nil, fmt.Errorf("read backup entry: %w", err)
+	}
+	return vals, nil
+}
+
+// resetBackup zeroes the backup entries of an epoch.
+func (a *Aggregator) resetBackup(epoch uint32) error {
+	for fam := range 2 {
+		if err := a.objs.AggBackup.Put(backupIndex(epoch, fam), a.zero); err != nil {
+			return fmt.Errorf("empty backup entry: %w", err)
 		}
 	}
 	return nil
@@ -231,14 +309,14 @@ func prefixOf(k *probe.RttscopeAggKey) netip.Prefix {
 	return netip.PrefixFrom(addr, int(k.PrefixLen))
 }
 
-// sum folds the per-CPU values in a.vals into g; it reports whether the
+// sum folds the per-CPU values vals into g; it reports whether the
 // entry saw any traffic or sample.
-func (a *Aggregator) sum(g *events.Aggregate) bool {
+func (a *Aggregator) sum(g *events.Aggregate, vals []probe.RttscopeAggStats) bool {
 	clear(a.h)
 	var lin [events.LinBins]uint32
 	var sum, min, max uint64
-	for i := range a.vals {
-		v := &a.vals[i]
+	for i := range vals {
+		v := &vals[i]
 		addTraffic(&g.RX, &v.Rx)
 		addTraffic(&g.TX, &v.Tx)
 		if v.RttCount == 0 {

@@ -241,13 +241,14 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	m.TsMap.MaxEntries = cfg.TimestampMapSize
 	m.Events.MaxEntries = cfg.RingbufSize
 	// Without aggregation the prefix maps are never written: one entry.
-	prefixes := uint32(1)
+	// The backup entries (0.0.0.0/0, ::/0) have an array of their own.
+	prefixes, backups := uint32(1), uint32(1)
 	if cfg.Aggregate {
-		prefixes = cfg.PrefixMapSize
+		prefixes, backups = cfg.PrefixMapSize, m.AggBackup.MaxEntries
 	}
-	// Two more: the backup entries (0.0.0.0/0, ::/0), made on first use.
-	m.AggMap0.MaxEntries = prefixes + 2
-	m.AggMap1.MaxEntries = prefixes + 2
+	m.AggMap0.MaxEntries = prefixes
+	m.AggMap1.MaxEntries = prefixes
+	m.AggBackup.MaxEntries = backups
 	// Summaries exist for the flows in the flow map; their ring holds
 	// about a thousand records between two reads.
 	summaries, ring := uint32(1), uint32(4096)

@@ -306,6 +306,8 @@ type RttscopeTrafficCounters struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	RttscopeMapAggAbsent                  = "agg_absent"
+	RttscopeMapAggBackup                  = "agg_backup"
 	RttscopeMapAggGlobalMap               = "agg_global_map"
 	RttscopeMapAggMap0                    = "agg_map0"
 	RttscopeMapAggMap1                    = "agg_map1"
@@ -334,6 +336,7 @@ const (
 	RttscopeProgRttscopeXdpReplay         = "rttscope_xdp_replay"
 	RttscopeProgRttscopeXdpReplayBatch    = "rttscope_xdp_replay_batch"
 	RttscopeVarAggEpoch                   = "agg_epoch"
+	RttscopeVarAggGen                     = "agg_gen"
 	RttscopeVarCfgAggPrefixV4             = "cfg_agg_prefix_v4"
 	RttscopeVarCfgAggPrefixV6             = "cfg_agg_prefix_v6"
 	RttscopeVarCfgAggReverse              = "cfg_agg_reverse"
@@ -421,6 +424,8 @@ type RttscopeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RttscopeMapSpecs struct {
+	AggAbsent      *ebpf.MapSpec `ebpf:"agg_absent"`
+	AggBackup      *ebpf.MapSpec `ebpf:"agg_backup"`
 	AggGlobalMap   *ebpf.MapSpec `ebpf:"agg_global_map"`
 	AggMap0        *ebpf.MapSpec `ebpf:"agg_map0"`
 	AggMap1        *ebpf.MapSpec `ebpf:"agg_map1"`
@@ -446,6 +451,7 @@ type RttscopeMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type RttscopeVariableSpecs struct {
 	AggEpoch              *ebpf.VariableSpec `ebpf:"agg_epoch"`
+	AggGen                *ebpf.VariableSpec `ebpf:"agg_gen"`
 	CfgAggPrefixV4        *ebpf.VariableSpec `ebpf:"cfg_agg_prefix_v4"`
 	CfgAggPrefixV6        *ebpf.VariableSpec `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.VariableSpec `ebpf:"cfg_agg_reverse"`
@@ -496,6 +502,8 @@ func (o *RttscopeObjects) Close() error {
 //
 // It can be passed to LoadRttscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RttscopeMaps struct {
+	AggAbsent      *ebpf.Map `ebpf:"agg_absent"`
+	AggBackup      *ebpf.Map `ebpf:"agg_backup"`
 	AggGlobalMap   *ebpf.Map `ebpf:"agg_global_map"`
 	AggMap0        *ebpf.Map `ebpf:"agg_map0"`
 	AggMap1        *ebpf.Map `ebpf:"agg_map1"`
@@ -518,6 +526,8 @@ type RttscopeMaps struct {
 
 func (m *RttscopeMaps) Close() error {
 	return _RttscopeClose(
+		m.AggAbsent,
+		m.AggBackup,
 		m.AggGlobalMap,
 		m.AggMap0,
 		m.AggMap1,
@@ -544,6 +554,7 @@ func (m *RttscopeMaps) Close() error {
 // It can be passed to LoadRttscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RttscopeVariables struct {
 	AggEpoch              *ebpf.Variable `ebpf:"agg_epoch"`
+	AggGen                *ebpf.Variable `ebpf:"agg_gen"`
 	CfgAggPrefixV4        *ebpf.Variable `ebpf:"cfg_agg_prefix_v4"`
 	CfgAggPrefixV6        *ebpf.Variable `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.Variable `ebpf:"cfg_agg_reverse"`

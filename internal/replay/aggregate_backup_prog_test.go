@@ -1,0 +1,119 @@
+package replay
+
+// The backup entries (0.0.0.0/0, ::/0, an array of their own) and the
+// per-CPU cache of prefixes without an entry (agg_absent; both in
+// bpf/agg.h): untracked traffic of a prefix goes to its family's backup
+// entry until a tracked packet creates the prefix's entry in the map of
+// the current interval, and to the prefix from then on, also on a CPU
+// that cached the prefix as absent (in that map: the epoch's bit of the
+// cache's tag).
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/pktcraft"
+)
+
+func TestAggregateBackupAndAbsentCache(t *testing.T) {
+	paths := map[string]struct {
+		p              path
+		backup, pa, pb string
+	}{
+		"v4": {path{a: ep("192.168.1.7", 1000), b: ep("10.1.2.3", 80)}, "0.0.0.0/0", "192.168.1.0/24", "10.1.2.0/24"},
+		"v6": {path{a: ep("2001:db8:1:2::1", 1000), b: ep("2001:db8:aaaa:bbbb::5", 443)}, "::/0", "2001:db8:1::/48", "2001:db8:aaaa::/48"},
+	}
+	for name, tc := range paths {
+		t.Run(name, func(t *testing.T) {
+			pinToOneCPU(t)
+			h := newAggHarness(t, aggConfig(), time.Second)
+			base := t0 - t0%int64(time.Second)
+			udp := func(at int64) { // untracked, from b to a
+				pk := tc.p.packet(false)
+				pk.UDP = &pktcraft.UDP{SrcPort: 53, DstPort: 5353, Payload: payload(20)}
+				h.feed(pk.MustBytes(), base+at, false)
+			}
+			// Interval 0 (map 0): twice before any entry (the second
+			// through the cache), then a tracked packet creates both
+			// prefixes' entries, then once more.
+			udp(100 * ms)
+			udp(110 * ms)
+			h.feed(tc.p.data(true, 1000, 0, 100), base+200*ms, true)
+			udp(300 * ms)
+			// Interval 1 (map 1): no entries there yet.
+			udp(1100 * ms)
+			// Interval 2 (map 0 again): its entries were kept.
+			udp(2100 * ms)
+			if err := h.a.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			type key struct {
+				interval int64
+				prefix   string
+			}
+			got := map[key]events.Aggregate{}
+			for _, g := range h.recs {
+				k := key{(g.Start - base) / int64(time.Second), g.Prefix.String()}
+				if _, dup := got[k]; dup {
+					t.Errorf("two records for %v", k)
+				}
+				got[k] = g
+			}
+			want := []struct {
+				key
+				rxUDP, txUDP, rxTCP, txTCP uint64
+			}{
+				{key{0, tc.backup}, 2, 2, 0, 0},
+				{key{0, tc.pb}, 1, 0, 0, 1},
+				{key{0, tc.pa}, 0, 1, 1, 0},
+				{key{1, tc.backup}, 1, 1, 0, 0},
+				{key{2, tc.pb}, 1, 0, 0, 0},
+				{key{2, tc.pa}, 0, 1, 0, 0},
+			}
+			if len(got) != len(want) {
+				t.Errorf("%d records, want %d: %v", len(got), len(want), got)
+			}
+			for _, w := range want {
+				g, ok := got[w.key]
+				if !ok {
+					t.Errorf("no record for %v", w.key)
+					continue
+				}
+				if g.RX.Packets[events.ClassUDP] != w.rxUDP || g.TX.Packets[events.ClassUDP] != w.txUDP ||
+					g.RX.Packets[events.ClassTCP] != w.rxTCP || g.TX.Packets[events.ClassTCP] != w.txTCP {
+					t.Errorf("%v: rx udp %d tcp %d, tx udp %d tcp %d; want %d %d, %d %d", w.key,
+						g.RX.Packets[events.ClassUDP], g.RX.Packets[events.ClassTCP],
+						g.TX.Packets[events.ClassUDP], g.TX.Packets[events.ClassTCP],
+						w.rxUDP, w.rxTCP, w.txUDP, w.txTCP)
+				}
+			}
+		})
+	}
+}
+
+// pinToOneCPU keeps the test's goroutine on one thread and that thread on
+// one CPU until the test ends, so that every program run shares one CPU's
+// per-CPU maps.
+func pinToOneCPU(t *testing.T) {
+	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	var all, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	for cpu := range 1024 {
+		if all.IsSet(cpu) {
+			one.Set(cpu)
+			break
+		}
+	}
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.SchedSetaffinity(0, &all) })
+}
