@@ -54,11 +54,7 @@ var dnsQueries = []dnsQuery{
 // the names equal tshark's dns.qry.name.
 func TestLabDNS(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, tool := range []string{"dnsmasq", "dig", "tcpdump", "tshark"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("skipped: %s not installed (scripts/setup.sh installs it)", tool)
-		}
-	}
+	testutil.RequireTools(t, "dnsmasq", "dig", "tcpdump", "tshark")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const rtt = 20 * time.Millisecond

@@ -196,9 +196,7 @@ func abs64(x int64) int64 {
 // differences are logged (see docs/replay.md).
 func TestLiveVersusReplay(t *testing.T) {
 	testutil.RequireRoot(t)
-	if _, err := exec.LookPath("tcpdump"); err != nil {
-		t.Skip("skipped: tcpdump not installed (apt-get install tcpdump)")
-	}
+	testutil.RequireTools(t, "tcpdump")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	l := labFor(ctx, t, "rtt-rp", lab.PathSpec{DelayToServer: 20 * time.Millisecond, DelayToClient: 20 * time.Millisecond})
@@ -380,9 +378,7 @@ func startLiveMonitor(ctx context.Context, t *testing.T, l *lab.Lab, ifname stri
 // replay's RTT of every echo pair in path (same reply timestamp).
 func tsharkCheck(t *testing.T, path string, cfg loader.Config) {
 	t.Helper()
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("skipped: tshark not installed (apt-get install -y tshark)")
-	}
+	testutil.RequireTools(t, "tshark")
 	out, err := exec.Command("tshark", "-r", path, "-Y", "icmp.resptime || icmpv6.resptime", "-T", "fields",
 		"-e", "frame.time_epoch", "-e", "icmp.resptime", "-e", "icmpv6.resptime").Output()
 	if err != nil {

@@ -39,13 +39,9 @@ import (
 // average 20).
 func TestLabQUICSpin(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, tool := range []string{"tcpdump", "tshark"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("skipped: %s not installed (scripts/setup.sh installs it)", tool)
-		}
-	}
+	testutil.RequireTools(t, "tcpdump", "tshark")
 	if err := traffic.QUICAvailable(); err != nil {
-		t.Skipf("skipped: %v", err)
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

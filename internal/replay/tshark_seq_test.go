@@ -129,11 +129,7 @@ func tsharkFrames(t *testing.T, path string) []tsFrame {
 //     handshake samples.
 func TestTsharkSeqOracle(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, tool := range []string{"tcpdump", "tshark"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("skipped: %s not installed (scripts/setup.sh installs it)", tool)
-		}
-	}
+	testutil.RequireTools(t, "tcpdump", "tshark")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	l := labFor(ctx, t, "rtt-sq", lab.PathSpec{DelayToServer: 10 * time.Millisecond, DelayToClient: 10 * time.Millisecond,
