@@ -68,9 +68,7 @@ func TestLabQUICSpin(t *testing.T) {
 	cfg := loader.DefaultConfig()
 	cfg.TrackTCP, cfg.TrackQUIC, cfg.TrackICMP, cfg.RateLimit = false, true, true, 0
 	live, stopMon := startLiveMonitor(ctx, t, l, ifname, cfg)
-	if out, err := l.Client.Command(ctx, "ping", "-n", "-c", "10", "-i", "0.05", l.ServerAddr4[0].String()).CombinedOutput(); err != nil {
-		t.Fatalf("ping: %v\n%s", err, out)
-	}
+	pingServer(ctx, t, l)
 	for _, a := range servers {
 		n, err := traffic.QUICBulk(ctx, l.Client, netip.AddrPortFrom(a, port), 3*time.Second)
 		if err != nil {
@@ -118,8 +116,7 @@ func TestLabQUICSpin(t *testing.T) {
 	med := stats.Median(all)
 	t.Logf("quic_spin median %v, ICMP echo median %v: the endpoints' reaction adds %v (path configured %v)", med, ref, med-ref, rtt)
 
-	local := []netip.Prefix{netip.PrefixFrom(l.ClientAddr4, 24).Masked(), netip.PrefixFrom(l.ClientAddr6, 64).Masked()}
-	rep, sum := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: local}})
+	rep, sum := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: clientNets(l)}})
 	repSpin := map[events.Flow][]events.RTT{}
 	for _, e := range rep {
 		if e.Source == events.SourceQUICSpin {

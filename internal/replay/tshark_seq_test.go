@@ -169,8 +169,7 @@ func TestTsharkSeqOracle(t *testing.T) {
 
 	cfg := loader.DefaultConfig()
 	cfg.RateLimit, cfg.TrackTCPHandshake = 0, true
-	local := []netip.Prefix{netip.PrefixFrom(l.ClientAddr4, 24).Masked(), netip.PrefixFrom(l.ClientAddr6, 64).Masked()}
-	rep, _ := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: local}})
+	rep, _ := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: clientNets(l)}})
 	compareWithTshark(t, tsharkFrames(t, pcap), rep)
 }
 
