@@ -78,9 +78,7 @@ func TestLabQUICSpin(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	stopMon()
-	if dropped := stopCapture(); dropped > 0 {
-		t.Skipf("skipped: the capture lost %d packets (machine loaded)", dropped)
-	}
+	dropped := stopCapture()
 
 	var icmp []time.Duration
 	spin := map[events.Flow][]events.RTT{}
@@ -115,6 +113,11 @@ func TestLabQUICSpin(t *testing.T) {
 	}
 	med := stats.Median(all)
 	t.Logf("quic_spin median %v, ICMP echo median %v: the endpoints' reaction adds %v (path configured %v)", med, ref, med-ref, rtt)
+	if dropped > 0 {
+		// The live checks above stand (a failure there still fails
+		// the test); the replay needs every packet.
+		t.Skipf("skipped the replay and tshark checks: the capture lost %d packets (machine loaded)", dropped)
+	}
 
 	rep, sum := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: clientNets(l)}})
 	repSpin := map[events.Flow][]events.RTT{}
