@@ -185,6 +185,22 @@ type loadBench struct {
 	udp     *traffic.UDPFlood
 }
 
+// newLoadBench is a load bench on l's middlebox, the monitor on its
+// server-facing interface, run from bin.
+func newLoadBench(o *Options, l *lab.Lab, bin string) (*loadBench, error) {
+	lb := &loadBench{o: o, lab: l, ifname: l.MiddleboxServerIf[0], bin: bin}
+	if err := l.Middlebox.Do(func() (err error) {
+		if lb.ifidx, err = ifindex(lb.ifname); err != nil {
+			return err
+		}
+		lb.cliIfidx, err = ifindex(l.MiddleboxClientIf)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("find the middlebox interfaces: %w", err)
+	}
+	return lb, nil
+}
+
 // loadSnap is one reading of every counter of a window.
 type loadSnap struct {
 	t        time.Time
@@ -220,20 +236,9 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
 		}
 	}()
-	lb := &loadBench{o: o, lab: l, ifname: l.MiddleboxServerIf[0], bin: bin}
-	if err := nsrun.Named(l.Middlebox.Name, func() error {
-		lk, err := netlink.LinkByName(lb.ifname)
-		if err != nil {
-			return err
-		}
-		lb.ifidx = lk.Attrs().Index
-		if lk, err = netlink.LinkByName(l.MiddleboxClientIf); err != nil {
-			return err
-		}
-		lb.cliIfidx = lk.Attrs().Index
-		return nil
-	}); err != nil {
-		return fmt.Errorf("find the middlebox interfaces: %w", err)
+	lb, err := newLoadBench(o, l, bin)
+	if err != nil {
+		return err
 	}
 	bound := "the lab's user-space delay line (AF_PACKET bridge between middlebox and server, in this process) forwards every packet toward the server, also with zero delay; " +
 		"it, the generator, the sinks, the kernel's forwarding and the monitor share this machine's CPUs, so throughput is CPU-bound and the monitor's cost shows as lost throughput and CPU"

@@ -35,14 +35,8 @@ func TestLoadTrafficTCP(t *testing.T) {
 	}()
 	o := DefaultOptions()
 	o.loadBins, o.LoadWriteSize, o.LoadTCPRate = bins, 100, 200_000
-	lb := &loadBench{o: &o, lab: l, ifname: l.MiddleboxServerIf[0]}
-	if err := l.Middlebox.Do(func() (err error) {
-		if lb.ifidx, err = ifindex(lb.ifname); err != nil {
-			return err
-		}
-		lb.cliIfidx, err = ifindex(l.MiddleboxClientIf)
-		return err
-	}); err != nil {
+	lb, err := newLoadBench(&o, l, "")
+	if err != nil {
 		t.Fatal(err)
 	}
 	const flows = 200

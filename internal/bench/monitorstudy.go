@@ -168,14 +168,8 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
 		}
 	}()
-	lb := &loadBench{o: &lo, lab: l, ifname: l.MiddleboxServerIf[0], bin: o.MonitorBinary}
-	if err := l.Middlebox.Do(func() (err error) {
-		if lb.ifidx, err = ifindex(lb.ifname); err != nil {
-			return err
-		}
-		lb.cliIfidx, err = ifindex(l.MiddleboxClientIf)
-		return err
-	}); err != nil {
+	lb, err := newLoadBench(&lo, l, o.MonitorBinary)
+	if err != nil {
 		return nil, err
 	}
 	capDir, err := os.MkdirTemp("", "rttscope-bench-capture-")

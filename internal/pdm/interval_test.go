@@ -5,13 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/cilium/ebpf"
 
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/format"
@@ -259,39 +254,15 @@ func TestIntervalBoundaryConsistency(t *testing.T) {
 		late, err = objs.loop(ctx, w, 5*time.Millisecond)
 		loopDone <- err
 	}()
-	var runs atomic.Uint64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	workers := max(2, runtime.NumCPU())
-	errs := make(chan error, workers)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := objs.PdmTcIngress.Run(&ebpf.RunOptions{Data: frame, Repeat: 1}); err != nil {
-					errs <- err
-					return
-				}
-				runs.Add(1)
-			}
-		}()
-	}
+	stopRuns := testutil.RunConcurrently(objs.PdmTcIngress, frame)
 	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
+	runs, runErr := stopRuns()
 	cancel()
 	if err := <-loopDone; err != nil {
 		t.Fatal(err)
 	}
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+	if runErr != nil {
+		t.Fatal(runErr)
 	}
 	_ = w.Close()
 	c, err := objs.ReadCounters()
@@ -316,8 +287,8 @@ func TestIntervalBoundaryConsistency(t *testing.T) {
 	sent := c[probe.PdmPdmCounterPDM_C_EVENTS]
 	if counted != sent || late != 0 || counted == 0 {
 		t.Fatalf("counted %d samples over %d intervals, the program sent %d records (ran %d, ring buffer full %d); %d late",
-			counted, len(intervals), sent, runs.Load(), c[probe.PdmPdmCounterPDM_C_RINGBUF_FULL], late)
+			counted, len(intervals), sent, runs, c[probe.PdmPdmCounterPDM_C_RINGBUF_FULL], late)
 	}
-	t.Logf("%d samples over %d intervals (%d runs, ring buffer full %d)", counted, len(intervals), runs.Load(),
+	t.Logf("%d samples over %d intervals (%d runs, ring buffer full %d)", counted, len(intervals), runs,
 		c[probe.PdmPdmCounterPDM_C_RINGBUF_FULL])
 }

@@ -47,11 +47,7 @@ const (
 
 func TestLabTshark(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, tool := range []string{"tshark", "tcpdump"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not installed (scripts/setup.sh installs it): %v", tool, err)
-		}
-	}
+	testutil.RequireTools(t, "tshark", "tcpdump")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l := pdmLab(ctx, t, lab.Config{Prefix: "rspdm", Paths: []lab.PathSpec{{DelayToServer: labToServer, DelayToClient: labToClient}}, ForceUserspaceDelay: true})

@@ -7,19 +7,15 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/cilium/ebpf"
 
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/hist"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 func aggConfig() loader.Config {
@@ -268,32 +264,7 @@ func TestAggregateBoundaryConsistency(t *testing.T) {
 	frame := pathV4.ack(false, 1, 1)         // opens no flow; only counted
 	prog := h.e.Objects().RttscopeTcIngress
 
-	var total atomic.Uint64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	workers := max(2, runtime.NumCPU())
-	errs := make(chan error, workers)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				// Repeat 1: a longer run interrupted by a signal
-				// (EINTR) is retried whole by cilium/ebpf, though the
-				// kernel already ran part of it.
-				if _, err := prog.Run(&ebpf.RunOptions{Data: frame, Repeat: 1}); err != nil {
-					errs <- err
-					return
-				}
-				total.Add(1)
-			}
-		}()
-	}
+	stopRuns := testutil.RunConcurrently(prog, frame)
 	var counted uint64
 	intervals := 0
 	collect := func(g *events.Aggregate) error {
@@ -308,10 +279,8 @@ func TestAggregateBoundaryConsistency(t *testing.T) {
 		}
 		intervals++
 	}
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	total, err := stopRuns()
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Two more flips empty both maps.
@@ -320,8 +289,8 @@ func TestAggregateBoundaryConsistency(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if counted != total.Load() {
-		t.Fatalf("counted %d packets over %d intervals, ran %d", counted, intervals, total.Load())
+	if counted != total {
+		t.Fatalf("counted %d packets over %d intervals, ran %d", counted, intervals, total)
 	}
 	t.Logf("%d packets over %d intervals", counted, intervals)
 }

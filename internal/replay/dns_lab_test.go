@@ -54,11 +54,7 @@ var dnsQueries = []dnsQuery{
 // the names equal tshark's dns.qry.name.
 func TestLabDNS(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, tool := range []string{"dnsmasq", "dig", "tcpdump", "tshark"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("skipped: %s not installed (scripts/setup.sh installs it)", tool)
-		}
-	}
+	testutil.RequireTools(t, "dnsmasq", "dig", "tcpdump", "tshark")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const rtt = 20 * time.Millisecond
@@ -78,9 +74,7 @@ func TestLabDNS(t *testing.T) {
 
 	// The path's RTT as the monitor sees it (ICMP echo, the same vantage
 	// point), then the queries, one after the other.
-	if out, err := l.Client.Command(ctx, "ping", "-n", "-c", "10", "-i", "0.05", l.ServerAddr4[0].String()).CombinedOutput(); err != nil {
-		t.Fatalf("ping: %v\n%s", err, out)
-	}
+	pingServer(ctx, t, l)
 	var want []string
 	for _, srv := range servers {
 		for _, q := range dnsQueries {
@@ -123,8 +117,7 @@ func TestLabDNS(t *testing.T) {
 	}
 
 	// The capture, replayed, and tshark's view of it.
-	local := []netip.Prefix{netip.PrefixFrom(l.ClientAddr4, 24).Masked(), netip.PrefixFrom(l.ClientAddr6, 64).Masked()}
-	rep, _ := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: local}})
+	rep, _ := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: clientNets(l)}})
 	repDNS := dnsSamples(rep)
 	if got := describeDNS(repDNS); strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("replayed dns samples:\n got %q\nwant %q", got, want)

@@ -196,9 +196,7 @@ func abs64(x int64) int64 {
 // differences are logged (see docs/replay.md).
 func TestLiveVersusReplay(t *testing.T) {
 	testutil.RequireRoot(t)
-	if _, err := exec.LookPath("tcpdump"); err != nil {
-		t.Skip("skipped: tcpdump not installed (apt-get install tcpdump)")
-	}
+	testutil.RequireTools(t, "tcpdump")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	l := labFor(ctx, t, "rtt-rp", lab.PathSpec{DelayToServer: 20 * time.Millisecond, DelayToClient: 20 * time.Millisecond})
@@ -246,7 +244,6 @@ func TestLiveVersusReplay(t *testing.T) {
 	stopMon()
 	droppedEth, droppedSLL := stopEth(), stopSLL()
 
-	local := []netip.Prefix{netip.PrefixFrom(l.ClientAddr4, 24).Masked(), netip.PrefixFrom(l.ClientAddr6, 64).Masked()}
 	liveByFlow := groupByFlow(live.rtts)
 	for _, c := range []struct {
 		name    string
@@ -254,7 +251,7 @@ func TestLiveVersusReplay(t *testing.T) {
 		by      replay.DirectionSource
 		dropped int
 	}{
-		{"eth-pcap-local-net", replay.Options{Path: ethPcap, Direction: replay.DirectionRules{LocalNets: local}}, replay.DirFromLocal, droppedEth},
+		{"eth-pcap-local-net", replay.Options{Path: ethPcap, Direction: replay.DirectionRules{LocalNets: clientNets(l)}}, replay.DirFromLocal, droppedEth},
 		{"sll2-pcap-direction", replay.Options{Path: sllPcap}, replay.DirFromCapture, droppedSLL},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -337,6 +334,22 @@ func labFor(ctx context.Context, t *testing.T, prefix string, path lab.PathSpec)
 	return l
 }
 
+// clientNets are the lab client's IPv4 and IPv6 networks: the --local-net
+// that tells a replay of a middlebox capture each packet's direction.
+func clientNets(l *lab.Lab) []netip.Prefix {
+	return []netip.Prefix{netip.PrefixFrom(l.ClientAddr4, 24).Masked(), netip.PrefixFrom(l.ClientAddr6, 64).Masked()}
+}
+
+// pingServer sends 10 ICMP echo requests, 50 ms apart, from the client to
+// the server's first IPv4 address: the path's RTT as a monitor on the
+// middlebox sees it, to compare another source's samples with.
+func pingServer(ctx context.Context, t *testing.T, l *lab.Lab) {
+	t.Helper()
+	if replies, err := traffic.Ping(ctx, l.Client, l.ServerAddr4[0], 10, 50*time.Millisecond); err != nil || len(replies) == 0 {
+		t.Fatalf("ping %v: %d replies, %v", l.ServerAddr4[0], len(replies), err)
+	}
+}
+
 // startLiveMonitor runs the monitor with cfg on the middlebox's interface
 // ifname until stop is called, returning once it is attached.
 func startLiveMonitor(ctx context.Context, t *testing.T, l *lab.Lab, ifname string, cfg loader.Config) (live *liveCollector, stop func()) {
@@ -380,9 +393,7 @@ func startLiveMonitor(ctx context.Context, t *testing.T, l *lab.Lab, ifname stri
 // replay's RTT of every echo pair in path (same reply timestamp).
 func tsharkCheck(t *testing.T, path string, cfg loader.Config) {
 	t.Helper()
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("skipped: tshark not installed (apt-get install -y tshark)")
-	}
+	testutil.RequireTools(t, "tshark")
 	out, err := exec.Command("tshark", "-r", path, "-Y", "icmp.resptime || icmpv6.resptime", "-T", "fields",
 		"-e", "frame.time_epoch", "-e", "icmp.resptime", "-e", "icmpv6.resptime").Output()
 	if err != nil {

@@ -39,13 +39,9 @@ import (
 // average 20).
 func TestLabQUICSpin(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, tool := range []string{"tcpdump", "tshark"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("skipped: %s not installed (scripts/setup.sh installs it)", tool)
-		}
-	}
+	testutil.RequireTools(t, "tcpdump", "tshark")
 	if err := traffic.QUICAvailable(); err != nil {
-		t.Skipf("skipped: %v", err)
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -72,9 +68,7 @@ func TestLabQUICSpin(t *testing.T) {
 	cfg := loader.DefaultConfig()
 	cfg.TrackTCP, cfg.TrackQUIC, cfg.TrackICMP, cfg.RateLimit = false, true, true, 0
 	live, stopMon := startLiveMonitor(ctx, t, l, ifname, cfg)
-	if out, err := l.Client.Command(ctx, "ping", "-n", "-c", "10", "-i", "0.05", l.ServerAddr4[0].String()).CombinedOutput(); err != nil {
-		t.Fatalf("ping: %v\n%s", err, out)
-	}
+	pingServer(ctx, t, l)
 	for _, a := range servers {
 		n, err := traffic.QUICBulk(ctx, l.Client, netip.AddrPortFrom(a, port), 3*time.Second)
 		if err != nil {
@@ -84,9 +78,7 @@ func TestLabQUICSpin(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	stopMon()
-	if dropped := stopCapture(); dropped > 0 {
-		t.Skipf("skipped: the capture lost %d packets (machine loaded)", dropped)
-	}
+	dropped := stopCapture()
 
 	var icmp []time.Duration
 	spin := map[events.Flow][]events.RTT{}
@@ -121,9 +113,13 @@ func TestLabQUICSpin(t *testing.T) {
 	}
 	med := stats.Median(all)
 	t.Logf("quic_spin median %v, ICMP echo median %v: the endpoints' reaction adds %v (path configured %v)", med, ref, med-ref, rtt)
+	if dropped > 0 {
+		// The live checks above stand (a failure there still fails
+		// the test); the replay needs every packet.
+		t.Skipf("skipped the replay and tshark checks: the capture lost %d packets (machine loaded)", dropped)
+	}
 
-	local := []netip.Prefix{netip.PrefixFrom(l.ClientAddr4, 24).Masked(), netip.PrefixFrom(l.ClientAddr6, 64).Masked()}
-	rep, sum := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: local}})
+	rep, sum := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: clientNets(l)}})
 	repSpin := map[events.Flow][]events.RTT{}
 	for _, e := range rep {
 		if e.Source == events.SourceQUICSpin {

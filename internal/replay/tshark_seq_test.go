@@ -129,11 +129,7 @@ func tsharkFrames(t *testing.T, path string) []tsFrame {
 //     handshake samples.
 func TestTsharkSeqOracle(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, tool := range []string{"tcpdump", "tshark"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("skipped: %s not installed (scripts/setup.sh installs it)", tool)
-		}
-	}
+	testutil.RequireTools(t, "tcpdump", "tshark")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	l := labFor(ctx, t, "rtt-sq", lab.PathSpec{DelayToServer: 10 * time.Millisecond, DelayToClient: 10 * time.Millisecond,
@@ -173,8 +169,7 @@ func TestTsharkSeqOracle(t *testing.T) {
 
 	cfg := loader.DefaultConfig()
 	cfg.RateLimit, cfg.TrackTCPHandshake = 0, true
-	local := []netip.Prefix{netip.PrefixFrom(l.ClientAddr4, 24).Masked(), netip.PrefixFrom(l.ClientAddr6, 64).Masked()}
-	rep, _ := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: local}})
+	rep, _ := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: clientNets(l)}})
 	compareWithTshark(t, tsharkFrames(t, pcap), rep)
 }
 
