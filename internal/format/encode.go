@@ -114,12 +114,18 @@ func appendRTTStandard(b []byte, e *events.RTT, st *style) []byte {
 	return append(b, '\n')
 }
 
+// appendFlowLineStart appends "HH:MM:SS.nnnnnnnnn PROTO SRC:SPORT+DST:DPORT",
+// the start of the standard lines about a flow.
+func appendFlowLineStart(b []byte, t int64, f *events.Flow, st *style) []byte {
+	b = appendTimeOfDay(b, t, st.loc)
+	b = append(b, ' ')
+	b = append(b, f.Proto.String()...)
+	b = append(b, ' ')
+	return appendFlowName(b, f)
+}
+
 func appendFlowStandard(b []byte, e *events.FlowEvent, st *style) []byte {
-	b = appendTimeOfDay(b, e.Time, st.loc)
-	b = append(b, ' ')
-	b = append(b, e.Flow.Proto.String()...)
-	b = append(b, ' ')
-	b = appendFlowName(b, &e.Flow)
+	b = appendFlowLineStart(b, e.Time, &e.Flow, st)
 	b = append(b, ' ')
 	b = append(b, e.Type.String()...)
 	b = append(b, " due to "...)
