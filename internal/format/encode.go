@@ -131,11 +131,9 @@ func appendFlowStandard(b []byte, e *events.FlowEvent, st *style) []byte {
 	b = append(b, " due to "...)
 	b = append(b, e.Reason.String()...)
 	b = append(b, " from "...)
-	b = append(b, triggeredBy(e)...)
+	b = append(b, e.Source.String()...)
 	return append(b, '\n')
 }
-
-func triggeredBy(e *events.FlowEvent) string { return e.Source.String() }
 
 func appendRTTPPViz(b []byte, e *events.RTT) []byte {
 	b = appendSeconds(b, e.Time)
@@ -400,7 +398,7 @@ func appendFlowJSON(b []byte, e *events.FlowEvent, _ *style) []byte {
 	b = append(b, ',')
 	b = appendStr(b, "reason", e.Reason.String())
 	b = append(b, ',')
-	b = appendStr(b, "triggered_by", triggeredBy(e))
+	b = appendStr(b, "triggered_by", e.Source.String())
 	return append(b, '}')
 }
 
