@@ -78,27 +78,6 @@ func appendAggregateStandard(b []byte, a *events.Aggregate, st *style) []byte {
 	return append(b, '\n')
 }
 
-// appendDistStandard appends " n=N min=X mean=X p50=X p90=X p95=X
-// p99=X max=X ms" for the minimum, mean, quantiles and maximum in v, or
-// " n=0" without samples.
-func appendDistStandard(b []byte, n uint64, v [7]time.Duration, bySource *[events.NumSources]uint64) []byte {
-	b = append(b, " n="...)
-	b = strconv.AppendUint(b, n, 10)
-	if bySource != nil {
-		b = appendSourcesStandard(b, bySource)
-	}
-	if n == 0 {
-		return b
-	}
-	for i, name := range [...]string{"min", "mean", "p50", "p90", "p95", "p99", "max"} {
-		b = append(b, ' ')
-		b = append(b, name...)
-		b = append(b, '=')
-		b = appendMillis(b, v[i])
-	}
-	return append(b, " ms"...)
-}
-
 // appendPrefix appends the prefix, or "#ID" for one that was dropped.
 func appendPrefix(b []byte, a *events.Aggregate) []byte {
 	if a.PrefixID != 0 && !a.Prefix.IsValid() {

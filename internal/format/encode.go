@@ -114,22 +114,26 @@ func appendRTTStandard(b []byte, e *events.RTT, st *style) []byte {
 	return append(b, '\n')
 }
 
+// appendFlowLineStart appends "HH:MM:SS.nnnnnnnnn PROTO SRC:SPORT+DST:DPORT",
+// the start of the standard lines about a flow.
+func appendFlowLineStart(b []byte, t int64, f *events.Flow, st *style) []byte {
+	b = appendTimeOfDay(b, t, st.loc)
+	b = append(b, ' ')
+	b = append(b, f.Proto.String()...)
+	b = append(b, ' ')
+	return appendFlowName(b, f)
+}
+
 func appendFlowStandard(b []byte, e *events.FlowEvent, st *style) []byte {
-	b = appendTimeOfDay(b, e.Time, st.loc)
-	b = append(b, ' ')
-	b = append(b, e.Flow.Proto.String()...)
-	b = append(b, ' ')
-	b = appendFlowName(b, &e.Flow)
+	b = appendFlowLineStart(b, e.Time, &e.Flow, st)
 	b = append(b, ' ')
 	b = append(b, e.Type.String()...)
 	b = append(b, " due to "...)
 	b = append(b, e.Reason.String()...)
 	b = append(b, " from "...)
-	b = append(b, triggeredBy(e)...)
+	b = append(b, e.Source.String()...)
 	return append(b, '\n')
 }
-
-func triggeredBy(e *events.FlowEvent) string { return e.Source.String() }
 
 func appendRTTPPViz(b []byte, e *events.RTT) []byte {
 	b = appendSeconds(b, e.Time)
@@ -394,7 +398,7 @@ func appendFlowJSON(b []byte, e *events.FlowEvent, _ *style) []byte {
 	b = append(b, ',')
 	b = appendStr(b, "reason", e.Reason.String())
 	b = append(b, ',')
-	b = appendStr(b, "triggered_by", triggeredBy(e))
+	b = appendStr(b, "triggered_by", e.Source.String())
 	return append(b, '}')
 }
 

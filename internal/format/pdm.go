@@ -48,11 +48,7 @@ func appendPDMStandard(b []byte, p *events.PDM, st *style) []byte {
 
 // appendPDMLineStart appends "HH:MM:SS.nnnnnnnnn PROTO FLOW KIND DIRECTION".
 func appendPDMLineStart(b []byte, t int64, f *events.Flow, kind, dir string, st *style) []byte {
-	b = appendTimeOfDay(b, t, st.loc)
-	b = append(b, ' ')
-	b = append(b, f.Proto.String()...)
-	b = append(b, ' ')
-	b = appendFlowName(b, f)
+	b = appendFlowLineStart(b, t, f, st)
 	b = append(b, kind...)
 	return append(b, dir...)
 }
@@ -109,9 +105,29 @@ func appendPDMIntervalStandard(b []byte, p *events.PDMInterval, st *style) []byt
 		d    *events.Distribution
 	}{{" dtlr", &p.DTLR}, {" dtls", &p.DTLS}, {" network_rtt", &p.NetworkRTT}} {
 		b = append(b, d.name...)
-		b = appendDistStandard(b, d.d.Count, [7]time.Duration{d.d.Min, d.d.Mean, d.d.P50, d.d.P90, d.d.P95, d.d.P99, d.d.Max}, nil)
+		b = appendDistStandard(b, d.d)
 	}
 	return append(b, '\n')
+}
+
+// appendDistStandard appends " n=N min=X mean=X p50=X p90=X p95=X
+// p99=X max=X ms", or " n=0" without samples.
+func appendDistStandard(b []byte, d *events.Distribution) []byte {
+	b = append(b, " n="...)
+	b = strconv.AppendUint(b, d.Count, 10)
+	if d.Count == 0 {
+		return b
+	}
+	for _, f := range [...]struct {
+		name string
+		v    time.Duration
+	}{{"min", d.Min}, {"mean", d.Mean}, {"p50", d.P50}, {"p90", d.P90}, {"p95", d.P95}, {"p99", d.P99}, {"max", d.Max}} {
+		b = append(b, ' ')
+		b = append(b, f.name...)
+		b = append(b, '=')
+		b = appendMillis(b, f.v)
+	}
+	return append(b, " ms"...)
 }
 
 // appendPDMIntervalJSON appends a PDM interval object: the common fields,

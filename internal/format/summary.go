@@ -26,11 +26,7 @@ func summaryWhat(s *events.FlowSummary) string {
 //
 // Minimal output leaves out the "P pkts B bytes, " parts.
 func appendSummaryStandard(b []byte, s *events.FlowSummary, st *style) []byte {
-	b = appendTimeOfDay(b, s.Time, st.loc)
-	b = append(b, ' ')
-	b = append(b, s.Flow.Proto.String()...)
-	b = append(b, ' ')
-	b = appendFlowName(b, &s.Flow)
+	b = appendFlowLineStart(b, s.Time, &s.Flow, st)
 	b = append(b, " summary "...)
 	b = append(b, summaryWhat(s)...)
 	if s.Reason != 0 {

@@ -158,7 +158,7 @@ func (w *Writer) jsonLine(err error) ([]byte, error) {
 
 // send produces the message that value encodes, or spools it: when the
 // spool is not empty (order) or the client holds Buffer messages already.
-// key is copied.
+// key is copied when produced (the spool copies it to its file).
 func (w *Writer) send(key []byte, value func() ([]byte, error)) error {
 	if w.closed {
 		return format.ErrClosed
@@ -167,14 +167,11 @@ func (w *Writer) send(key []byte, value func() ([]byte, error)) error {
 	if err != nil {
 		return err
 	}
-	if key != nil {
-		key = bytes.Clone(key)
-	}
 	if err := w.drain(context.Background(), false); err != nil {
 		return err
 	}
 	if w.spool == nil || (w.spool.len() == 0 && w.room()) {
-		w.produce(context.Background(), key, v)
+		w.produce(context.Background(), bytes.Clone(key), v) // nil stays nil
 		return nil
 	}
 	switch err := w.spool.append(key, v); {

@@ -96,8 +96,8 @@ func Read(ctx context.Context, o ReadOptions) (ReadSummary, error) {
 	}
 	defer fr.close()
 	dir := readDirector{nets: o.LocalNets, first: map[[32]byte]bool{}}
-	iv := captureIntervals{every: int64(o.every()), w: o.Output}
-	if iv.every > 0 {
+	iv := captureIntervals{iv: capture.Intervals{Every: int64(o.every())}, w: o.Output}
+	if iv.iv.Every > 0 {
 		iv.agg = NewAggregator()
 	}
 	sweepEvery := int64(max(time.Second, o.Lifetime/2))
@@ -161,11 +161,9 @@ func Read(ctx context.Context, o ReadOptions) (ReadSummary, error) {
 // time: no grace period is needed, BPF_PROG_TEST_RUN has returned with
 // its record before the next packet.
 type captureIntervals struct {
-	agg        *Aggregator // nil: packet reporting
-	every      int64
-	start, end int64 // the open interval [start, end); end == 0: none yet
-	last       int64 // capture time of the newest packet
-	w          format.Writer
+	agg *Aggregator // nil: packet reporting
+	iv  capture.Intervals
+	w   format.Writer
 }
 
 // advance closes the interval when t (capture time) is past it.
@@ -173,28 +171,21 @@ func (c *captureIntervals) advance(t int64) error {
 	if c.agg == nil {
 		return nil
 	}
-	if c.end == 0 {
-		c.start = t - t%c.every
-		c.end = c.start + c.every
+	if start, end, ended := c.iv.Advance(t); ended {
+		return c.agg.Close(start, end, c.w.WritePDMInterval)
 	}
-	if t >= c.end {
-		if err := c.agg.Close(c.start, c.end, c.w.WritePDMInterval); err != nil {
-			return err
-		}
-		c.start = t - t%c.every
-		c.end = c.start + c.every
-	}
-	c.last = max(c.last, t)
 	return nil
 }
 
 // finish closes the last, partial interval at the newest packet.
 func (c *captureIntervals) finish() error {
-	if c.agg == nil || c.end == 0 {
+	if c.agg == nil {
 		return nil
 	}
-	c.end = 0
-	return c.agg.Close(c.start, c.last, c.w.WritePDMInterval)
+	if start, last, ok := c.iv.Finish(); ok {
+		return c.agg.Close(start, last, c.w.WritePDMInterval)
+	}
+	return nil
 }
 
 // readDirector decides which captured packets the egress program sees

@@ -222,8 +222,8 @@ func (r *Replay) Run(ctx context.Context, w format.EventWriter) (sum Summary, er
 			// returned when Collect runs (after a flush), so no grace.
 			l.agg = r.eng.Objects().NewAggregator(false)
 			l.agg.Timeout = opts.Report.AggregateTimeout
-			l.aggInterval = int64(opts.Report.AggregateInterval)
-			l.aggOffset = int64(opts.AggregateOffset) % l.aggInterval
+			every := int64(opts.Report.AggregateInterval)
+			l.aggIv = capture.Intervals{Every: every, Offset: int64(opts.AggregateOffset) % every}
 			l.aggMeta = *sampling.AggregateMeta(opts.BPF, opts.Report)
 		}
 		if opts.BPF.FlowSummary {
@@ -260,9 +260,9 @@ func (r *Replay) Run(ctx context.Context, w format.EventWriter) (sum Summary, er
 	if ferr := l.flush(); err == nil {
 		err = ferr
 	}
-	if l.agg != nil && l.aggEnd != 0 {
+	if start, last, ok := l.aggIv.Finish(); l.agg != nil && ok {
 		// The last interval ends with the last packet.
-		if aerr := l.agg.Collect(l.aggStart, sum.Last, l.sw.WriteAggregate); err == nil {
+		if aerr := l.agg.Collect(start, last, l.sw.WriteAggregate); err == nil {
 			err = aerr
 		}
 	}
@@ -306,14 +306,12 @@ type replayer struct {
 	expiries uint64
 	par      *parallel // nil: sequential
 	// Aggregated mode and flow summaries (docs/aggregation.md).
-	sw               format.Writer
-	agg              *loader.Aggregator
-	aggInterval      int64
-	aggOffset        int64
-	aggMeta          events.AggregateMeta // the first record
-	aggStart, aggEnd int64                // the open interval; aggEnd 0 before the first packet
-	sums             *loader.Summaries
-	firstPacket      func(ns int64) // Options.FirstPacket
+	sw          format.Writer
+	agg         *loader.Aggregator
+	aggIv       capture.Intervals    // of aggregated mode, in capture time
+	aggMeta     events.AggregateMeta // the first record
+	sums        *loader.Summaries
+	firstPacket func(ns int64) // Options.FirstPacket
 }
 
 // drainSummaries writes the summaries of flows that ended.
@@ -329,20 +327,14 @@ func (r *replayer) aggregate(ts int64) error {
 	if r.agg == nil {
 		return nil
 	}
-	if r.aggEnd != 0 && ts < r.aggEnd {
+	start, end, ended := r.aggIv.Advance(ts)
+	if !ended {
 		return nil
 	}
-	if r.aggEnd != 0 {
-		if err := r.flush(); err != nil {
-			return err
-		}
-		if err := r.agg.Collect(r.aggStart, r.aggEnd, r.sw.WriteAggregate); err != nil {
-			return err
-		}
+	if err := r.flush(); err != nil {
+		return err
 	}
-	r.aggStart = ts - (ts-r.aggOffset)%r.aggInterval
-	r.aggEnd = r.aggStart + r.aggInterval
-	return nil
+	return r.agg.Collect(start, end, r.sw.WriteAggregate)
 }
 
 // flush runs the packets queued for parallel replay.

@@ -82,7 +82,7 @@ func (f *Fanout) each(k Kinds, fill func(*item)) error {
 		if err := q.error(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", q.Name, err))
 		}
-		if q.kinds&k == 0 {
+		if q.Kinds&k == 0 {
 			continue
 		}
 		it := q.add()

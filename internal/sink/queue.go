@@ -21,8 +21,7 @@ type batch struct {
 // queue is one sink: its records' way from the Fanout (the producer, under
 // the Fanout's lock) to the sink's writer (its own goroutine).
 type queue struct {
-	Sink
-	kinds Kinds
+	Sink // Kinds set: the record types the sink takes
 	// cur is the batch being filled (producer side only).
 	cur *batch
 	// full carries filled batches to the writer goroutine, free returns
@@ -43,10 +42,10 @@ type queue struct {
 }
 
 func newQueue(s Sink, batches int) *queue {
-	q := &queue{Sink: s, kinds: s.Kinds, full: make(chan *batch, batches), free: make(chan *batch, batches+1), done: make(chan struct{})}
-	if q.kinds == 0 {
-		q.kinds = kindsOf(s.Writer.Capabilities())
+	if s.Kinds == 0 {
+		s.Kinds = kindsOf(s.Writer.Capabilities())
 	}
+	q := &queue{Sink: s, full: make(chan *batch, batches), free: make(chan *batch, batches+1), done: make(chan struct{})}
 	q.cur = q.newBatch()
 	go q.run()
 	return q

@@ -4,21 +4,19 @@ import (
 	"errors"
 	"time"
 
+	"github.com/rttscope/rttscope/internal/capture"
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/loader"
 )
 
-// Aggregating runs an engine loaded with cfg.Aggregate in aggregated mode:
-// interval boundaries follow capture time. Intervals are aligned to
-// multiples of the interval since the Unix epoch; an interval in which
-// nothing happened yields no records.
+// Aggregating runs an engine loaded with cfg.Aggregate in aggregated mode
+// for the tests that feed packets one by one: interval boundaries follow
+// capture time as in Replay.Run (capture.Intervals, no offset).
 type Aggregating struct {
 	*Engine
-	agg        *loader.Aggregator
-	interval   int64
-	start, end int64 // the open interval [start, end); end == 0: none yet
-	last       int64 // capture time of the newest packet
-	out        func(*events.Aggregate) error
+	agg *loader.Aggregator
+	iv  capture.Intervals
+	out func(*events.Aggregate) error
 }
 
 // NewAggregating wraps e, whose programs must have been loaded with
@@ -31,10 +29,10 @@ func NewAggregating(e *Engine, interval time.Duration, out func(*events.Aggregat
 		return nil, errors.New("replay: aggregation interval must be > 0")
 	}
 	// BPF_PROG_TEST_RUN has returned before the epoch flips: no grace.
-	return &Aggregating{Engine: e, agg: e.Objects().NewAggregator(false), interval: int64(interval), out: out}, nil
+	return &Aggregating{Engine: e, agg: e.Objects().NewAggregator(false), iv: capture.Intervals{Every: int64(interval)}, out: out}, nil
 }
 
-// Feed closes the intervals that end at or before tsUnixNano, then runs
+// Feed closes the interval that ends at or before tsUnixNano, then runs
 // the packet.
 func (a *Aggregating) Feed(frame []byte, tsUnixNano int64, egress bool) error {
 	if err := a.Advance(tsUnixNano); err != nil {
@@ -43,21 +41,10 @@ func (a *Aggregating) Feed(frame []byte, tsUnixNano int64, egress bool) error {
 	return a.Engine.Feed(frame, tsUnixNano, egress)
 }
 
-// Advance closes the intervals that end at or before t (capture time).
+// Advance closes the interval that ends at or before t (capture time).
 func (a *Aggregating) Advance(t int64) error {
-	if a.end == 0 {
-		a.start = t - t%a.interval
-		a.end = a.start + a.interval
-	}
-	if t >= a.end {
-		if err := a.agg.Collect(a.start, a.end, a.out); err != nil {
-			return err
-		}
-		a.start = t - t%a.interval
-		a.end = a.start + a.interval
-	}
-	if t > a.last {
-		a.last = t
+	if start, end, ended := a.iv.Advance(t); ended {
+		return a.agg.Collect(start, end, a.out)
 	}
 	return nil
 }
@@ -65,10 +52,8 @@ func (a *Aggregating) Advance(t int64) error {
 // Finish closes the last, partial interval; its end is the capture time of
 // the newest packet.
 func (a *Aggregating) Finish() error {
-	if a.end == 0 {
-		return nil
+	if start, last, ok := a.iv.Finish(); ok {
+		return a.agg.Collect(start, last, a.out)
 	}
-	end := a.last
-	a.end = 0
-	return a.agg.Collect(a.start, end, a.out)
+	return nil
 }
