@@ -815,7 +815,8 @@ func (lb *loadBench) window(ctx context.Context, sc loadScenario, rep int, mode 
 	w.SinkBytes = s1.sinkB - s0.sinkB
 	w.SinkPackets = s1.sinkP - s0.sinkP
 	w.Retransmits = s1.retrans - s0.retrans
-	w.SoftirqCores, w.BusyCores, w.StealShare = cpuCores(s0.cpu, s1.cpu, sec)
+	u := cpuUseBetween(s0.cpu, s1.cpu, sec)
+	w.SoftirqCores, w.BusyCores, w.StealShare = u.Softirq, u.Busy, u.StealShare
 	w.BenchCores = float64(s1.self-s0.self) / clockTicks / sec
 	if mode != ProgNone {
 		w.MonitorCores = float64(s1.monTicks-s0.monTicks) / clockTicks / sec
