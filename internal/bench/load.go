@@ -162,6 +162,8 @@ func monitorArgs(mode string) []string {
 		return common
 	case ModeAggregated:
 		return append(common, "--aggregate", "1s")
+	case ModeFlowSummary:
+		return append(common, "--flow-summary", "--flow-summary-interval", "1s")
 	}
 	return nil
 }
@@ -466,7 +468,7 @@ type monitorProc struct {
 	rtts    []rttSample
 }
 
-func (lb *loadBench) startMonitor(_ context.Context, mode string) (*monitorProc, error) {
+func (lb *loadBench) startMonitor(mode string) (*monitorProc, error) {
 	return startMonitorProc(lb.bin, lb.lab.Middlebox.Name, lb.ifname, monitorArgs(mode), false, false)
 }
 
@@ -760,7 +762,7 @@ func (lb *loadBench) window(ctx context.Context, sc loadScenario, rep int, mode 
 	var m *monitorProc
 	var eg, in *ebpf.Program
 	if mode != ProgNone {
-		if m, err = lb.startMonitor(ctx, mode); err != nil {
+		if m, err = lb.startMonitor(mode); err != nil {
 			return w, err
 		}
 		defer func() {
