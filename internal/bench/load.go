@@ -259,7 +259,7 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 		Path: o.LoadPath.String(), DelayMethod: l.DelayMethod, Interface: l.Middlebox.Name + "/" + lb.ifname,
 		MonitorCommand: cmdline,
 		Modes: "none: nothing attached; per-sample: --rate-limit 0; sampled: defaults (--rate-limit 100ms); aggregated: --aggregate 1s " +
-			"(each with --tc-mode tcx -F jsonl --stats-interval 1s, output read and counted by the bench through a pipe)",
+			"(each with --tc-mode tcx -F jsonl --stats-interval 1s, output written to a temporary file (-w) that the bench follows and counts)",
 		Order: "per scenario (flow count) the traffic runs throughout, settling before the first window; per rep the modes in rotated order (none, per-sample, sampled, aggregated; then per-sample, sampled, aggregated, none; ...)",
 		Bound: bound,
 	}

@@ -259,7 +259,8 @@ func (t *procTool) counters() toolCounters {
 }
 
 // stop sends SIGINT to the process group (tcpdump and most monitors
-// finish their output on it), then SIGTERM after 5 s, then SIGKILL.
+// finish their output on it), then SIGTERM after toolStopGrace, then
+// SIGKILL.
 func (t *procTool) stop() (string, error) {
 	if t.exited.Load() {
 		err := <-t.done
