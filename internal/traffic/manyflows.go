@@ -320,9 +320,10 @@ func NewManySink(node *lab.Node, addr netip.Addr, port uint16) (*Sink, error) {
 }
 
 // ServeManySink runs a many-connection sink on a listener the caller
-// opened, counting into c.
+// opened (e.g. in another process's view of a namespace), counting into
+// c; Close closes ln.
 func ServeManySink(ln *net.TCPListener, c SinkCounters) *Sink {
-	return ServeSinkCounting(ln, manySinkBuf, c)
+	return serveSink(ln, manySinkBuf, c)
 }
 
 // UDPFloodOptions configure StartUDPFlood.
