@@ -233,11 +233,7 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := l.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
-		}
-	}()
+	defer closeLab(l, &err)
 	lb, err := newLoadBench(o, l, bin)
 	if err != nil {
 		return err

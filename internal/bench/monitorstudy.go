@@ -163,11 +163,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if cerr := l.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
-		}
-	}()
+	defer closeLab(l, &err)
 	lb, err := newLoadBench(&lo, l, o.MonitorBinary)
 	if err != nil {
 		return nil, err
