@@ -126,11 +126,7 @@ func RunForwarding(ctx context.Context, o ForwardingOptions) (_ *Result, err err
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if cerr := l.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
-		}
-	}()
+	defer closeLab(l, &err)
 	fb := &fwdBench{o: &o, lab: l}
 	if fb.routers, err = newRouterModes(l); err != nil {
 		return nil, err

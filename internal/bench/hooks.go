@@ -96,7 +96,6 @@ func (h hookConfig) progName() string {
 
 // hookState is what a window of the hooks study reads.
 type hookState struct {
-	lab   *lab.Lab
 	sink  *traffic.UDPSink
 	flood *traffic.UDPFlood
 	cpus  []int
@@ -339,7 +338,6 @@ func (hs *hookState) start(ctx context.Context, o HooksOptions) (func() error, e
 	if err != nil {
 		return nil, err
 	}
-	hs.lab = l
 	stop := func() error {
 		var errs []error
 		if hs.flood != nil {
@@ -365,7 +363,7 @@ func (hs *hookState) start(ctx context.Context, o HooksOptions) (func() error, e
 	return stop, nil
 }
 
-// hits sums a per-CPU counter.
+// sumPerCPU sums the per-CPU values of key 0 of m (0 for a nil map).
 func sumPerCPU(m *ebpf.Map) uint64 {
 	if m == nil {
 		return 0

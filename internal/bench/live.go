@@ -132,11 +132,7 @@ func runLiveWindows(ctx context.Context, o *Options, res *Result, group string, 
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := l.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
-		}
-	}()
+	defer closeLab(l, &err)
 	lb := &liveBench{o: o, group: group, lab: l, ifname: l.MiddleboxServerIf[0]}
 	lb.none = len(progs) > 0 && progs[0] == ProgNone
 	res.Settings.DelayMethod = l.DelayMethod

@@ -162,6 +162,8 @@ func monitorArgs(mode string) []string {
 		return common
 	case ModeAggregated:
 		return append(common, "--aggregate", "1s")
+	case ModeFlowSummary:
+		return append(common, "--flow-summary", "--flow-summary-interval", "1s")
 	}
 	return nil
 }
@@ -231,11 +233,7 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := l.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
-		}
-	}()
+	defer closeLab(l, &err)
 	lb, err := newLoadBench(o, l, bin)
 	if err != nil {
 		return err
@@ -257,7 +255,7 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 		Path: o.LoadPath.String(), DelayMethod: l.DelayMethod, Interface: l.Middlebox.Name + "/" + lb.ifname,
 		MonitorCommand: cmdline,
 		Modes: "none: nothing attached; per-sample: --rate-limit 0; sampled: defaults (--rate-limit 100ms); aggregated: --aggregate 1s " +
-			"(each with --tc-mode tcx -F jsonl --stats-interval 1s, output read and counted by the bench through a pipe)",
+			"(each with --tc-mode tcx -F jsonl --stats-interval 1s, output written to a temporary file (-w) that the bench follows and counts)",
 		Order: "per scenario (flow count) the traffic runs throughout, settling before the first window; per rep the modes in rotated order (none, per-sample, sampled, aggregated; then per-sample, sampled, aggregated, none; ...)",
 		Bound: bound,
 	}
@@ -466,7 +464,7 @@ type monitorProc struct {
 	rtts    []rttSample
 }
 
-func (lb *loadBench) startMonitor(_ context.Context, mode string) (*monitorProc, error) {
+func (lb *loadBench) startMonitor(mode string) (*monitorProc, error) {
 	return startMonitorProc(lb.bin, lb.lab.Middlebox.Name, lb.ifname, monitorArgs(mode), false, false)
 }
 
@@ -760,7 +758,7 @@ func (lb *loadBench) window(ctx context.Context, sc loadScenario, rep int, mode 
 	var m *monitorProc
 	var eg, in *ebpf.Program
 	if mode != ProgNone {
-		if m, err = lb.startMonitor(ctx, mode); err != nil {
+		if m, err = lb.startMonitor(mode); err != nil {
 			return w, err
 		}
 		defer func() {
@@ -815,7 +813,8 @@ func (lb *loadBench) window(ctx context.Context, sc loadScenario, rep int, mode 
 	w.SinkBytes = s1.sinkB - s0.sinkB
 	w.SinkPackets = s1.sinkP - s0.sinkP
 	w.Retransmits = s1.retrans - s0.retrans
-	w.SoftirqCores, w.BusyCores, w.StealShare = cpuCores(s0.cpu, s1.cpu, sec)
+	u := cpuUseBetween(s0.cpu, s1.cpu, sec)
+	w.SoftirqCores, w.BusyCores, w.StealShare = u.Softirq, u.Busy, u.StealShare
 	w.BenchCores = float64(s1.self-s0.self) / clockTicks / sec
 	if mode != ProgNone {
 		w.MonitorCores = float64(s1.monTicks-s0.monTicks) / clockTicks / sec

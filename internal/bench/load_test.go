@@ -11,8 +11,9 @@ import (
 
 func TestMonitorArgs(t *testing.T) {
 	for mode, want := range map[string]string{
-		ModePerSample:  "--rate-limit 0",
-		ModeAggregated: "--aggregate 1s",
+		ModePerSample:   "--rate-limit 0",
+		ModeAggregated:  "--aggregate 1s",
+		ModeFlowSummary: "--flow-summary --flow-summary-interval 1s",
 	} {
 		if got := strings.Join(monitorArgs(mode), " "); !strings.Contains(got, want) {
 			t.Errorf("monitorArgs(%s) = %q, want it to contain %q", mode, got, want)

@@ -64,3 +64,11 @@ func readTrim(path string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// commitText is the commit, "-dirty" appended when the tree had changes.
+func (m Machine) commitText() string {
+	if m.Dirty {
+		return m.Commit + "-dirty"
+	}
+	return m.Commit
+}

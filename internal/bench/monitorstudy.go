@@ -163,11 +163,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if cerr := l.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove lab: %w", cerr))
-		}
-	}()
+	defer closeLab(l, &err)
 	lb, err := newLoadBench(&lo, l, o.MonitorBinary)
 	if err != nil {
 		return nil, err
@@ -310,12 +306,12 @@ func programID(p *ebpf.Program) (ebpf.ProgramID, bool) {
 
 func (ms *monState) setupRttscope(ctx context.Context, mode string) (func() error, error) {
 	ms.noteStale()
-	t, err := startRttscopeTool(ctx, ms.o.MonitorBinary, ms.lb.lab, ms.lb.ifname, mode)
+	m, err := ms.lb.startMonitor(mode)
 	if err != nil {
 		return nil, err
 	}
-	ms.tool, ms.started = t, time.Now()
-	eg, in, err := ms.lb.waitAttached(ctx, t.m)
+	ms.tool, ms.started = &rttscopeTool{m: m, mode: mode}, time.Now()
+	eg, in, err := ms.lb.waitAttached(ctx, m)
 	if err != nil {
 		_ = ms.teardown() // the attach error is the one to report
 		return nil, err

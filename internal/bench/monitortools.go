@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +19,6 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
-	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/nsrun"
 )
 
@@ -261,7 +259,8 @@ func (t *procTool) counters() toolCounters {
 }
 
 // stop sends SIGINT to the process group (tcpdump and most monitors
-// finish their output on it), then SIGTERM after 5 s, then SIGKILL.
+// finish their output on it), then SIGTERM after toolStopGrace, then
+// SIGKILL.
 func (t *procTool) stop() (string, error) {
 	if t.exited.Load() {
 		err := <-t.done
@@ -346,17 +345,4 @@ func bpfTotals(progs []*ebpf.Program) (runs, ns uint64) {
 		}
 	}
 	return runs, ns
-}
-
-// startRttscopeTool starts rttscope monitor in mode on the router.
-func startRttscopeTool(ctx context.Context, bin string, l *lab.Lab, ifname, mode string) (*rttscopeTool, error) {
-	args := monitorArgs(mode)
-	if mode == ModeFlowSummary {
-		args = append(monitorArgs(ModeSampled), "--flow-summary", "--flow-summary-interval", "1s")
-	}
-	m, err := startMonitorProc(bin, l.Middlebox.Name, ifname, args, false, false)
-	if err != nil {
-		return nil, err
-	}
-	return &rttscopeTool{m: m, mode: mode}, ctx.Err()
 }

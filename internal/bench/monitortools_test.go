@@ -60,7 +60,12 @@ func TestProcToolExitedEarly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Until it has exited (a fixed sleep could end first on a busy
+	// machine); the deadline only ends a test that would hang.
+	deadline := time.Now().Add(30 * time.Second)
+	for !tool.exited.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if _, err := tool.stop(); err == nil || !strings.Contains(err.Error(), "exited early") {
 		t.Errorf("a tool that ended before its window was not reported: %v", err)
 	}

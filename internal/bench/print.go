@@ -12,12 +12,8 @@ import (
 // program and the ratio.
 func PrintSummary(w io.Writer, r *Result) error {
 	m := r.Machine
-	dirty := ""
-	if m.Dirty {
-		dirty = "-dirty"
-	}
-	fmt.Fprintf(w, "rttscope bench %s: commit %s%s, kernel %s, %s x%d, %s\n",
-		m.Date, m.Commit, dirty, m.Kernel, m.CPUModel, m.NProc, m.GoVersion)
+	fmt.Fprintf(w, "rttscope bench %s: commit %s, kernel %s, %s x%d, %s\n",
+		m.Date, m.commitText(), m.Kernel, m.CPUModel, m.NProc, m.GoVersion)
 	fmt.Fprintf(w, "cells: median (q1-q3) over %d reps; rttscope cells add +delta and xratio against the empty program\n", r.Settings.Reps)
 
 	if r.Settings.TestRunPhase {

@@ -11,16 +11,12 @@ import (
 // baseline's with the 95 % bootstrap interval, and the verdict.
 func PrintStudy(w io.Writer, r *Result) error {
 	m := r.Machine
-	dirty := ""
-	if m.Dirty {
-		dirty = "-dirty"
-	}
 	title := r.Name
 	if r.Settings.Study != nil {
 		title = r.Settings.Study.Title
 	}
-	fmt.Fprintf(w, "%s\n%s: commit %s%s, kernel %s, %s x%d; load average %s at the start, %s at the end\n",
-		title, m.Date, m.Commit, dirty, m.Kernel, m.CPUModel, m.NProc, m.LoadAvgStart, m.LoadAvgEnd)
+	fmt.Fprintf(w, "%s\n%s: commit %s, kernel %s, %s x%d; load average %s at the start, %s at the end\n",
+		title, m.Date, m.commitText(), m.Kernel, m.CPUModel, m.NProc, m.LoadAvgStart, m.LoadAvgEnd)
 	if r.Settings.Study != nil {
 		fmt.Fprintf(w, "method: %s\n", r.Settings.Study.Method)
 	}

@@ -131,18 +131,6 @@ func cpuShares(a, b cpuTimes) (busy, steal float64) {
 	return 1 - idle, float64(b.Steal-a.Steal) / d
 }
 
-// cpuCores turns two readings sec seconds apart into CPUs' worth of
-// softirq and busy time per second of wall time, and the stolen share of
-// all CPU time; NaN when nothing elapsed.
-func cpuCores(a, b cpuTimes, sec float64) (softirq, busy, steal float64) {
-	if b.Total <= a.Total || sec <= 0 {
-		return nan(), nan(), nan()
-	}
-	d := float64(b.Total - a.Total)
-	steal = float64(b.Steal-a.Steal) / d
-	return float64(b.Softirq-a.Softirq) / clockTicks / sec, (d - float64(b.Idle-a.Idle)) / clockTicks / sec, steal
-}
-
 // parsePidStat returns utime+stime of a /proc/PID/stat text.
 func parsePidStat(text string) (uint64, bool) {
 	// The command name (field 2) may hold spaces: fields count from

@@ -38,12 +38,12 @@ func TestCPUSharesAndCores(t *testing.T) {
 	if busy, steal := cpuShares(a, b); !near(busy, 0.75) || !near(steal, 0.01) {
 		t.Errorf("cpuShares = %v, %v; want 0.75, 0.01", busy, steal)
 	}
-	si, busy, steal := cpuCores(a, b, 2)
-	if !near(si, 0.2) || !near(busy, 1.5) || !near(steal, 0.01) {
-		t.Errorf("cpuCores = %v, %v, %v; want 0.2, 1.5, 0.01", si, busy, steal)
+	u := cpuUseBetween(a, b, 2)
+	if !near(u.Softirq, 0.2) || !near(u.Busy, 1.5) || !near(u.StealShare, 0.01) {
+		t.Errorf("cpuUseBetween = %+v; want softirq 0.2, busy 1.5, steal 0.01", u)
 	}
-	if si, _, _ := cpuCores(b, a, 2); !math.IsNaN(si) {
-		t.Errorf("cpuCores backwards = %v, want NaN", si)
+	if u := cpuUseBetween(b, a, 2); !math.IsNaN(u.Softirq) || !math.IsNaN(u.Busy) {
+		t.Errorf("cpuUseBetween backwards = %+v, want NaN", u)
 	}
 }
 

@@ -85,7 +85,7 @@ func (lb *liveBench) attachBinary(ctx context.Context, bin string) (*attached, e
 	if mode == "" {
 		mode = ModeSampled
 	}
-	m, err := mb.startMonitor(ctx, mode)
+	m, err := mb.startMonitor(mode)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rttscope/rttscope/internal/lab"
 )
 
 // A study is one of the experiments of `rttscope bench forwarding`,
@@ -407,6 +409,13 @@ func load1() float64 {
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
+}
+
+// closeLab removes a run's lab (deferred), joining its error to *err.
+func closeLab(l *lab.Lab, err *error) {
+	if cerr := l.Close(); cerr != nil {
+		*err = errors.Join(*err, fmt.Errorf("remove lab: %w", cerr))
+	}
 }
 
 // commandLine is how this process was started.

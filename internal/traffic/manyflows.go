@@ -286,25 +286,6 @@ func (m *ManyFlows) Written() uint64 { return m.written.Load() }
 // Stop (e.g. reset by the peer).
 func (m *ManyFlows) WriteErrors() uint64 { return m.writeErr.Load() }
 
-// Retransmits sums the retransmitted segments of all connections
-// (TCP_INFO total_retrans).
-func (m *ManyFlows) Retransmits() uint64 {
-	var n uint64
-	for _, c := range m.conns {
-		if c == nil {
-			continue
-		}
-		_ = rawControl(c, func(fd int) error {
-			ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-			if err == nil {
-				n += uint64(ti.Total_retrans)
-			}
-			return nil
-		})
-	}
-	return n
-}
-
 // Stop ends every flow (reset, so that no queued data keeps flowing) and
 // waits for the senders. Idempotent. The connections are reset before
 // the wait: that also ends their writes, whereas waiting first would wait
@@ -339,9 +320,10 @@ func NewManySink(node *lab.Node, addr netip.Addr, port uint16) (*Sink, error) {
 }
 
 // ServeManySink runs a many-connection sink on a listener the caller
-// opened, counting into c.
+// opened (e.g. in another process's view of a namespace), counting into
+// c; Close closes ln.
 func ServeManySink(ln *net.TCPListener, c SinkCounters) *Sink {
-	return ServeSinkCounting(ln, manySinkBuf, c)
+	return serveSink(ln, manySinkBuf, c)
 }
 
 // UDPFloodOptions configure StartUDPFlood.

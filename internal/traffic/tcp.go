@@ -49,7 +49,7 @@ func listenSink(node *lab.Node, addr netip.Addr, port uint16, bufSize int) (*Sin
 	if err != nil {
 		return nil, fmt.Errorf("sink: listen on %s in %s: %w", netip.AddrPortFrom(addr, port), node.Name, err)
 	}
-	return ServeSink(ln, bufSize), nil
+	return serveSink(ln, bufSize, SinkCounters{new(atomic.Int64), new(atomic.Int64), new(atomic.Uint64)}), nil
 }
 
 // Read buffer per connection: large for a few bulk flows, small for many.
@@ -66,15 +66,9 @@ type SinkCounters struct {
 	Bytes         *atomic.Uint64
 }
 
-// ServeSink runs a sink on a listener the caller opened (e.g. in another
-// process's view of a namespace), reading with bufSize bytes per
-// connection; Close closes ln.
-func ServeSink(ln *net.TCPListener, bufSize int) *Sink {
-	return ServeSinkCounting(ln, bufSize, SinkCounters{new(atomic.Int64), new(atomic.Int64), new(atomic.Uint64)})
-}
-
-// ServeSinkCounting is ServeSink counting into c.
-func ServeSinkCounting(ln *net.TCPListener, bufSize int, c SinkCounters) *Sink {
+// serveSink runs a sink on ln, reading with bufSize bytes per connection
+// and counting into c; Close closes ln.
+func serveSink(ln *net.TCPListener, bufSize int, c SinkCounters) *Sink {
 	s := &Sink{ln: ln, bufSize: bufSize, c: c, open: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
