@@ -101,10 +101,7 @@ static __always_inline bool quic_spin_on_flow(struct packet_info *p,
 		return 0;
 	/* An edge; the stored value follows it only once it is accepted. */
 
-	/* The clock is read at edges only (packet_time()'s rule). */
-	if (!cfg_replay && !p->time)
-		p->time = bpf_ktime_get_ns();
-	now = p->time;
+	now = packet_time(p); /* the clock is read at edges only */
 	if (!s->last_edge || now < s->last_edge) {
 		s->flags ^= QUIC_SPIN_VALUE;
 		s->last_edge = now;

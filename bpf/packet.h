@@ -4,6 +4,7 @@
 #ifndef RTTSCOPE_PACKET_H
 #define RTTSCOPE_PACKET_H
 
+#include "config.h"
 #include "tuple.h"
 #include "events.h"
 
@@ -99,5 +100,16 @@ struct packet_info {
 };
 
 _Static_assert(sizeof(struct packet_info) == 96, "packet_info size");
+
+/* The packet's time. Live, the clock is read on first use only: most
+ * packets (no new identifier, no reply to a timestamp) never need it, and a
+ * clock read is a good part of a packet's cost, more so in a VM. Replay
+ * hands every packet its capture time up front. */
+static __always_inline __u64 packet_time(struct packet_info *p)
+{
+	if (!cfg_replay && !p->time)
+		p->time = bpf_ktime_get_ns();
+	return p->time;
+}
 
 #endif /* RTTSCOPE_PACKET_H */

@@ -87,17 +87,6 @@ static __always_inline bool is_local_destination(void *ctx,
 	       ret == BPF_FIB_LKUP_RET_FWD_DISABLED;
 }
 
-/* The packet's time. Live, the clock is read on first use only: most
- * packets (no new identifier, no reply to a timestamp) never need it, and a
- * clock read is a good part of a packet's cost, more so in a VM. Replay
- * hands every packet its capture time up front. */
-static __always_inline __u64 packet_time(struct packet_info *p)
-{
-	if (!cfg_replay && !p->time)
-		p->time = bpf_ktime_get_ns();
-	return p->time;
-}
-
 /* Whether the packets of the sender's direction are for this host. Asked
  * once per flow direction: routing gives every packet of a direction the
  * same answer, and a FIB lookup is a walk of the routing tables. */
