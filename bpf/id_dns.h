@@ -39,15 +39,7 @@ struct dns_hdr {
 
 static __always_inline bool is_dns_port(__be16 port)
 {
-	__u16 p = bpf_ntohs(port);
-	int i;
-
-#pragma unroll
-	for (i = 0; i < DNS_PORTS; i++) {
-		if (cfg_dns_ports[i] && cfg_dns_ports[i] == p)
-			return true;
-	}
-	return false;
+	return port_listed(cfg_dns_ports, DNS_PORTS, port);
 }
 
 /* Returns the type of the first question of the message whose question

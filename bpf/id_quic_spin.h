@@ -44,15 +44,7 @@
 
 static __always_inline bool is_quic_port(__be16 port)
 {
-	__u16 p = bpf_ntohs(port);
-	int i;
-
-#pragma unroll
-	for (i = 0; i < QUIC_PORTS; i++) {
-		if (cfg_quic_ports[i] && cfg_quic_ports[i] == p)
-			return true;
-	}
-	return false;
+	return port_listed(cfg_quic_ports, QUIC_PORTS, port);
 }
 
 /* A UDP datagram to or from a QUIC port: any QUIC packet may open the
