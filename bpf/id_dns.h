@@ -222,10 +222,7 @@ static __always_inline void dns_on_flow(struct packet_info *p,
 {
 	if (!p->pid_valid || p->pid.flow.reserved != RTT_SOURCE_DNS)
 		return;
-	if (bpf_map_delete_elem(&ts_map, &p->pid) == 0) {
-		if (snd->outstanding)
-			__sync_fetch_and_add(&snd->outstanding, -1);
-		count(COUNTER_TS_DELETED);
+	if (ts_forget(&p->pid, snd)) {
 		count(COUNTER_DNS_DUPLICATE_QUERIES);
 		p->pid_valid = false;
 	}

@@ -112,11 +112,8 @@ static __always_inline void tcp_seq_drop_timed(struct packet_info *p,
 	s->timed = 0;
 	p->pid.identifier = s->timed_end;
 	p->pid.flow.reserved = s->timed_source;
-	if (bpf_map_delete_elem(&ts_map, &p->pid) == 0) {
-		__sync_fetch_and_add(&snd->outstanding, -1);
-		count(COUNTER_TS_DELETED);
+	if (ts_forget(&p->pid, snd))
 		count(COUNTER_TCP_SEQ_AMBIGUOUS);
-	}
 }
 
 /* Runs once the flow is known, before timestamping and matching: turns the

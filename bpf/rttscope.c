@@ -536,12 +536,9 @@ static __always_inline void match_packet(struct packet_info *p,
 	}
 	sent = *ts;
 	packet_time(p);
-	/* Whoever deletes the entry owns the sample: each identifier is
-	 * matched at most once, even with both hooks on different CPUs. */
-	if (bpf_map_delete_elem(&ts_map, &rid) != 0)
+	/* Each identifier is matched at most once. */
+	if (!ts_forget(&rid, orig))
 		return;
-	__sync_fetch_and_add(&orig->outstanding, -1);
-	count(COUNTER_TS_DELETED);
 	if (p->time < sent)
 		return;
 	record_sample(p, key, orig, snd, orig_side, p->time - sent);
