@@ -55,6 +55,17 @@ static __always_inline bool tcp_seq_used(void)
 	       cfg_track_tcp_handshake;
 }
 
+/* A segment's ACK. Alone (seq == end: no range of its own) for a segment
+ * that carries the timestamp option: the handshake's last ACK echoes a
+ * SYN-ACK timed by sequence. */
+static __always_inline void parse_tcp_ack(struct tcphdr *tcph,
+					  struct packet_info *p)
+{
+	p->seg.ack = bpf_ntohl(tcph->ack_seq);
+	p->seg.ack_valid = tcph->ack;
+	p->seg.kind = SRC_INFO_TCP_SEG;
+}
+
 /* Fills the sequence space of a segment and its identifier. A SYN is timed
  * as the handshake (with --tcp-handshake or --include-syn), other segments
  * that occupy sequence space as data. tcp_seq_on_flow() decides, with the
@@ -67,11 +78,8 @@ static __always_inline int parse_tcp_seq(struct tcphdr *tcph, __u32 hdrlen,
 
 	if (p->l3_len > hdrs)
 		len = p->l3_len - hdrs;
+	parse_tcp_ack(tcph, p);
 	p->seg.seq = bpf_ntohl(tcph->seq);
-	p->seg.ack = bpf_ntohl(tcph->ack_seq);
-	p->seg.ack_valid = tcph->ack;
-	p->seg.syn = tcph->syn;
-	p->seg.kind = SRC_INFO_TCP_SEG;
 	/* A RST's data (a diagnostic, RFC 9293 3.5.3) is not sequence
 	 * space anyone acknowledges. */
 	if (tcph->rst)
@@ -91,16 +99,6 @@ static __always_inline int parse_tcp_seq(struct tcphdr *tcph, __u32 hdrlen,
 	p->pid.identifier = p->seg.end;
 	p->pid.flow.reserved = source;
 	return 0;
-}
-
-/* The ACK of a segment that carries the timestamp option, for the
- * handshake's last ACK (which echoes a SYN-ACK timed by sequence). */
-static __always_inline void parse_tcp_ack(struct tcphdr *tcph,
-					  struct packet_info *p)
-{
-	p->seg.ack = bpf_ntohl(tcph->ack_seq);
-	p->seg.ack_valid = tcph->ack;
-	p->seg.kind = SRC_INFO_TCP_SEG; /* seq == end: no range of its own */
 }
 
 /* Drops the timing of s's range (Karn's rule). p is a packet of the same

@@ -34,8 +34,7 @@ struct tcp_seg {
 	__u32 end; /* seq + payload, SYN and FIN counting one each */
 	__u32 ack; /* cumulative ACK, when ack_valid */
 	__u8 ack_valid; /* the ACK flag is set */
-	__u8 syn;
-	__u8 reserved;
+	__u8 reserved[2];
 	__u8 kind; /* SRC_INFO_TCP_SEG */
 };
 
