@@ -54,8 +54,7 @@ struct quic_info {
 	__u64 sample;
 	__u8 short_hdr; /* a 1-RTT packet: spin is valid */
 	__u8 spin;
-	__u8 side; /* the sender's half of the flow, for the sample */
-	__u8 reserved[4];
+	__u8 reserved[5];
 	__u8 kind; /* SRC_INFO_QUIC */
 };
 

@@ -475,22 +475,22 @@ static __always_inline void record_sample(struct packet_info *p,
 		send_rtt_event(p, orig, rec, rtt);
 }
 
-/* record_sample() for the QUIC spin bit: sample p->quic.sample of
- * p->quic.side's packets. Global, so that its stack (a copy of the key,
+/* record_sample() for the QUIC spin bit: sample p->quic.sample of side's
+ * packets (orig). Global, so that its stack (a copy of the key,
  * which 6.1 wants on the stack for map lookups) is not the data path's:
  * older verifiers limit the whole call chain of the batched replay to 512
  * bytes. */
 __noinline int record_quic_sample(struct packet_info *p,
 				  struct network_tuple *key,
 				  struct flow_dir_state *orig,
-				  struct flow_dir_state *rec)
+				  struct flow_dir_state *rec, __u32 side)
 {
 	struct network_tuple k;
 
 	if (!p || !key || !orig || !rec)
 		return 0;
 	k = *key;
-	record_sample(p, &k, orig, rec, p->quic.side, p->quic.sample);
+	record_sample(p, &k, orig, rec, side, p->quic.sample);
 	return 0;
 }
 
@@ -675,11 +675,8 @@ static __always_inline void handle_packet(void *ctx,
 		if (cfg_track_dns && p.dns.kind == SRC_INFO_DNS)
 			dns_on_flow(&p, snd);
 		if (cfg_track_quic && p.quic.kind == SRC_INFO_QUIC &&
-		    quic_spin_on_flow(&p, &fs->spin[side])) {
-			p.quic.side = side;
-			record_quic_sample(&p, &key, snd,
-					   self ? snd : &fs->dir[side ^ 1]);
-		}
+		    quic_spin_on_flow(&p, &fs->spin[side]))
+			record_quic_sample(&p, &key, snd, orig, side);
 		timestamp_packet(ctx, &p, snd);
 		answer_dir(&p, orig);
 		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
