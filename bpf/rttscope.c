@@ -192,7 +192,8 @@ static __always_inline void fill_rtt_event(struct rtt_event *e,
 	}
 }
 
-/* orig sent the timestamped packet, rec (the reply's sender) received it. */
+/* orig sent the timestamped packet, rec (the reply's sender) received it.
+ * Only record_sample() calls it, past its cfg_steps check. */
 static __always_inline void send_rtt_event(struct packet_info *p,
 					   struct flow_dir_state *orig,
 					   struct flow_dir_state *rec,
@@ -200,8 +201,6 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 {
 	struct rtt_event *e;
 
-	if (cfg_steps < STEP_EVENTS)
-		return;
 	if (cfg_dns_names && p->dns.kind == SRC_INFO_DNS && p->dns.name_len) {
 		send_dns_named_event(p, orig, rec, rtt);
 		return;
