@@ -207,7 +207,7 @@ static __always_inline int parse_dns_tcp(struct parsing_context *pctx,
 	if (!to_server && !from_server)
 		return -1;
 	/* Length prefix and header at least. */
-	if (p->l3_len < p->l4_offset + hdrlen + 2 + sizeof(struct dns_hdr))
+	if (p->payload < 2 + sizeof(struct dns_hdr))
 		return -1;
 	off = (void *)tcph - pctx->data + hdrlen + 2;
 	return parse_dns_msg(pctx, off, to_server, from_server, p);

@@ -70,14 +70,12 @@ static __always_inline void parse_tcp_ack(struct tcphdr *tcph,
  * as the handshake (with --tcp-handshake or --include-syn), other segments
  * that occupy sequence space as data. tcp_seq_on_flow() decides, with the
  * flow's state, whether the identifier is really timed. */
-static __always_inline int parse_tcp_seq(struct tcphdr *tcph, __u32 hdrlen,
+static __always_inline int parse_tcp_seq(struct tcphdr *tcph,
 					 struct packet_info *p)
 {
-	__u32 len = 0, hdrs = p->l4_offset + hdrlen;
+	__u32 len = p->payload;
 	__u8 source;
 
-	if (p->l3_len > hdrs)
-		len = p->l3_len - hdrs;
 	parse_tcp_ack(tcph, p);
 	p->seg.seq = bpf_ntohl(tcph->seq);
 	/* A RST's data (a diagnostic, RFC 9293 3.5.3) is not sequence

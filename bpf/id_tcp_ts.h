@@ -61,14 +61,13 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 	if ((void *)(tcph + 1) > pctx->data_end)
 		return -1;
 	hdrlen = tcph->doff * 4;
-	if (hdrlen < sizeof(*tcph) || p->l3_len < p->l4_offset + hdrlen)
+	if (hdrlen < sizeof(*tcph) || set_payload(p, hdrlen))
 		return -1;
 	if (tcph->syn && !cfg_include_syn && !cfg_track_tcp_handshake)
 		return -1;
 
 	p->pid.flow.saddr.port = tcph->source;
 	p->pid.flow.daddr.port = tcph->dest;
-	p->payload = p->l3_len - p->l4_offset - hdrlen;
 
 	if (tcph->rst) {
 		p->event_type = FLOW_EVENT_CLOSING;
@@ -109,7 +108,7 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 	if ((cfg_track_tcp && cfg_tcp_mode == TCP_MODE_SEQ) ||
 	    (tcph->syn && cfg_track_tcp_handshake) ||
 	    (ret < 0 && tcp_seq_used()))
-		return parse_tcp_seq(tcph, hdrlen, p);
+		return parse_tcp_seq(tcph, p);
 	if (ret < 0)
 		return -1;
 	/* The handshake's last ACK answers a SYN-ACK timed by sequence. */

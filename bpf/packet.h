@@ -99,6 +99,17 @@ struct packet_info {
 
 _Static_assert(sizeof(struct packet_info) == 96, "packet_info size");
 
+/* Sets the payload after a transport header of hdrlen bytes. Returns -1
+ * when the IP length does not cover the header (truncated, or a BIG TCP
+ * packet's IPv4 total length 0). */
+static __always_inline int set_payload(struct packet_info *p, __u32 hdrlen)
+{
+	if (p->l3_len < p->l4_offset + hdrlen)
+		return -1;
+	p->payload = p->l3_len - p->l4_offset - hdrlen;
+	return 0;
+}
+
 /* The packet's time. Live, the clock is read on first use only: most
  * packets (no new identifier, no reply to a timestamp) never need it, and a
  * clock read is a good part of a packet's cost, more so in a VM. Replay
