@@ -94,8 +94,8 @@ static __always_inline void expire_ts(const struct packet_id *kp, __u64 sent,
 	 * map lookup for flows with nothing outstanding. */
 	side = canonical_tuple(&pid.flow, &fkey) & SIDE_MASK;
 	fs = bpf_map_lookup_elem(&flow_map, &fkey);
-	if (fs && fs->dir[side].outstanding)
-		__sync_fetch_and_add(&fs->dir[side].outstanding, -1);
+	if (fs)
+		outstanding_dec(&fs->dir[side]);
 }
 
 SEC("iter/bpf_map_elem")

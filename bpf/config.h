@@ -39,6 +39,23 @@ volatile const bool cfg_dns_names = false;
 volatile const bool cfg_track_quic = false;
 #define QUIC_PORTS 4
 volatile const __u16 cfg_quic_ports[QUIC_PORTS] = {443, 0, 0, 0};
+
+/* Whether port (network order) is one of the n slots of a port list above
+ * (cfg_dns_ports, cfg_quic_ports). */
+static __always_inline bool port_listed(const volatile __u16 *ports, int n,
+					__be16 port)
+{
+	__u16 p = bpf_ntohs(port);
+	int i;
+
+#pragma unroll
+	for (i = 0; i < n; i++) {
+		if (ports[i] && ports[i] == p)
+			return true;
+	}
+	return false;
+}
+
 /* Timestamp SYNs and let them open flows (may fill state under SYN floods). */
 volatile const bool cfg_include_syn = false;
 /* Also timestamp the TSval a TCP flow is first seen with (ePPing waits for

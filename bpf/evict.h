@@ -171,8 +171,8 @@ __noinline int evict_ts(__u64 now)
 		r->tail = tail;
 		count(COUNTER_TS_EVICTED);
 		count(COUNTER_TS_DELETED);
-		if (fs && fs->dir[side].outstanding)
-			__sync_fetch_and_add(&fs->dir[side].outstanding, -1);
+		if (fs)
+			outstanding_dec(&fs->dir[side]);
 		return 1;
 	}
 	r->tail = tail;

@@ -49,6 +49,15 @@ struct flow_dir_state {
 	__u64 base_rec_pkts, base_rec_bytes; /* the other side's, likewise */
 };
 
+/* One timestamp of d's direction is gone (matched, dropped, expired or
+ * evicted). The count is approximate, CPUs race on it: never below zero,
+ * where a wrap would keep reply_may_match() from skipping any lookup. */
+static __always_inline void outstanding_dec(struct flow_dir_state *d)
+{
+	if (d->outstanding)
+		__sync_fetch_and_add(&d->outstanding, -1);
+}
+
 #define TS_RING_USED 3
 #define TS_RING_NEXT 4
 

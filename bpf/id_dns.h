@@ -39,15 +39,7 @@ struct dns_hdr {
 
 static __always_inline bool is_dns_port(__be16 port)
 {
-	__u16 p = bpf_ntohs(port);
-	int i;
-
-#pragma unroll
-	for (i = 0; i < DNS_PORTS; i++) {
-		if (cfg_dns_ports[i] && cfg_dns_ports[i] == p)
-			return true;
-	}
-	return false;
+	return port_listed(cfg_dns_ports, DNS_PORTS, port);
 }
 
 /* Returns the type of the first question of the message whose question
@@ -215,7 +207,7 @@ static __always_inline int parse_dns_tcp(struct parsing_context *pctx,
 	if (!to_server && !from_server)
 		return -1;
 	/* Length prefix and header at least. */
-	if (p->l3_len < p->l4_offset + hdrlen + 2 + sizeof(struct dns_hdr))
+	if (p->payload < 2 + sizeof(struct dns_hdr))
 		return -1;
 	off = (void *)tcph - pctx->data + hdrlen + 2;
 	return parse_dns_msg(pctx, off, to_server, from_server, p);
@@ -230,10 +222,7 @@ static __always_inline void dns_on_flow(struct packet_info *p,
 {
 	if (!p->pid_valid || p->pid.flow.reserved != RTT_SOURCE_DNS)
 		return;
-	if (bpf_map_delete_elem(&ts_map, &p->pid) == 0) {
-		if (snd->outstanding)
-			__sync_fetch_and_add(&snd->outstanding, -1);
-		count(COUNTER_TS_DELETED);
+	if (ts_forget(&p->pid, snd)) {
 		count(COUNTER_DNS_DUPLICATE_QUERIES);
 		p->pid_valid = false;
 	}

@@ -24,9 +24,8 @@ static __always_inline int parse_echo(struct parsing_context *pctx, void *l4,
 		return -1;
 	if (eh->code != 0 || (eh->type != request && eh->type != reply))
 		return -1;
-	if (p->l3_len < p->l4_offset + sizeof(*eh))
+	if (set_payload(p, sizeof(*eh)))
 		return -1;
-	p->payload = p->l3_len - p->l4_offset - sizeof(*eh);
 
 	p->pid.flow.saddr.port = eh->id;
 	p->pid.flow.daddr.port = eh->id;

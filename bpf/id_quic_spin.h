@@ -44,15 +44,7 @@
 
 static __always_inline bool is_quic_port(__be16 port)
 {
-	__u16 p = bpf_ntohs(port);
-	int i;
-
-#pragma unroll
-	for (i = 0; i < QUIC_PORTS; i++) {
-		if (cfg_quic_ports[i] && cfg_quic_ports[i] == p)
-			return true;
-	}
-	return false;
+	return port_listed(cfg_quic_ports, QUIC_PORTS, port);
 }
 
 /* A UDP datagram to or from a QUIC port: any QUIC packet may open the
@@ -101,10 +93,7 @@ static __always_inline bool quic_spin_on_flow(struct packet_info *p,
 		return 0;
 	/* An edge; the stored value follows it only once it is accepted. */
 
-	/* The clock is read at edges only (packet_time()'s rule). */
-	if (!cfg_replay && !p->time)
-		p->time = bpf_ktime_get_ns();
-	now = p->time;
+	now = packet_time(p); /* the clock is read at edges only */
 	if (!s->last_edge || now < s->last_edge) {
 		s->flags ^= QUIC_SPIN_VALUE;
 		s->last_edge = now;

@@ -55,23 +55,29 @@ static __always_inline bool tcp_seq_used(void)
 	       cfg_track_tcp_handshake;
 }
 
+/* A segment's ACK. Alone (seq == end: no range of its own) for a segment
+ * that carries the timestamp option: the handshake's last ACK echoes a
+ * SYN-ACK timed by sequence. */
+static __always_inline void parse_tcp_ack(struct tcphdr *tcph,
+					  struct packet_info *p)
+{
+	p->seg.ack = bpf_ntohl(tcph->ack_seq);
+	p->seg.ack_valid = tcph->ack;
+	p->seg.kind = SRC_INFO_TCP_SEG;
+}
+
 /* Fills the sequence space of a segment and its identifier. A SYN is timed
  * as the handshake (with --tcp-handshake or --include-syn), other segments
  * that occupy sequence space as data. tcp_seq_on_flow() decides, with the
  * flow's state, whether the identifier is really timed. */
-static __always_inline int parse_tcp_seq(struct tcphdr *tcph, __u32 hdrlen,
+static __always_inline int parse_tcp_seq(struct tcphdr *tcph,
 					 struct packet_info *p)
 {
-	__u32 len = 0, hdrs = p->l4_offset + hdrlen;
+	__u32 len = p->payload;
 	__u8 source;
 
-	if (p->l3_len > hdrs)
-		len = p->l3_len - hdrs;
+	parse_tcp_ack(tcph, p);
 	p->seg.seq = bpf_ntohl(tcph->seq);
-	p->seg.ack = bpf_ntohl(tcph->ack_seq);
-	p->seg.ack_valid = tcph->ack;
-	p->seg.syn = tcph->syn;
-	p->seg.kind = SRC_INFO_TCP_SEG;
 	/* A RST's data (a diagnostic, RFC 9293 3.5.3) is not sequence
 	 * space anyone acknowledges. */
 	if (tcph->rst)
@@ -93,16 +99,6 @@ static __always_inline int parse_tcp_seq(struct tcphdr *tcph, __u32 hdrlen,
 	return 0;
 }
 
-/* The ACK of a segment that carries the timestamp option, for the
- * handshake's last ACK (which echoes a SYN-ACK timed by sequence). */
-static __always_inline void parse_tcp_ack(struct tcphdr *tcph,
-					  struct packet_info *p)
-{
-	p->seg.ack = bpf_ntohl(tcph->ack_seq);
-	p->seg.ack_valid = tcph->ack;
-	p->seg.kind = SRC_INFO_TCP_SEG; /* seq == end: no range of its own */
-}
-
 /* Drops the timing of s's range (Karn's rule). p is a packet of the same
  * direction; its own identifier is not timed, so its key is reused. */
 static __always_inline void tcp_seq_drop_timed(struct packet_info *p,
@@ -112,11 +108,8 @@ static __always_inline void tcp_seq_drop_timed(struct packet_info *p,
 	s->timed = 0;
 	p->pid.identifier = s->timed_end;
 	p->pid.flow.reserved = s->timed_source;
-	if (bpf_map_delete_elem(&ts_map, &p->pid) == 0) {
-		__sync_fetch_and_add(&snd->outstanding, -1);
-		count(COUNTER_TS_DELETED);
+	if (ts_forget(&p->pid, snd))
 		count(COUNTER_TCP_SEQ_AMBIGUOUS);
-	}
 }
 
 /* Runs once the flow is known, before timestamping and matching: turns the

@@ -29,6 +29,19 @@ static __always_inline int tcp_ts_first(struct tcphdr *tcph, __u32 hdrlen,
 	return 0;
 }
 
+/* Whether a segment's timestamp option is read: by the timestamp source
+ * and the handshake's last ACK, unless seq mode gives every segment to the
+ * sequence source, and for ePPing's class of the packet in aggregated mode.
+ * Not with DNS alone. A load-time constant. */
+static __always_inline bool tcp_ts_wanted(void)
+{
+	if (cfg_aggregate)
+		return true;
+	if (cfg_track_tcp && cfg_tcp_mode == TCP_MODE_SEQ)
+		return false;
+	return cfg_track_tcp || cfg_track_tcp_handshake;
+}
+
 /* Fills the identifiers and flow events of a TCP packet. Returns -1 when the
  * packet is not tracked: no enabled source gives it identifiers, or its
  * header is malformed. As in ePPing, untracked packets are invisible to the
@@ -48,14 +61,13 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 	if ((void *)(tcph + 1) > pctx->data_end)
 		return -1;
 	hdrlen = tcph->doff * 4;
-	if (hdrlen < sizeof(*tcph) || p->l3_len < p->l4_offset + hdrlen)
+	if (hdrlen < sizeof(*tcph) || set_payload(p, hdrlen))
 		return -1;
 	if (tcph->syn && !cfg_include_syn && !cfg_track_tcp_handshake)
 		return -1;
 
 	p->pid.flow.saddr.port = tcph->source;
 	p->pid.flow.daddr.port = tcph->dest;
-	p->payload = p->l3_len - p->l4_offset - hdrlen;
 
 	if (tcph->rst) {
 		p->event_type = FLOW_EVENT_CLOSING;
@@ -69,13 +81,16 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 			tcph->ack ? EVENT_REASON_SYN_ACK : EVENT_REASON_SYN;
 	}
 
-	ret = tcp_ts_first(tcph, hdrlen, pctx->data_end, &ts);
-	if (ret < 0) {
-		off = l4 - pctx->data;
-		if (pctx->is_xdp)
-			ret = tcp_ts_xdp(pctx->ctx, off, &ts);
-		else
-			ret = tcp_ts_skb(pctx->ctx, off, &ts);
+	ret = -1;
+	if (tcp_ts_wanted()) {
+		ret = tcp_ts_first(tcph, hdrlen, pctx->data_end, &ts);
+		if (ret < 0) {
+			off = l4 - pctx->data;
+			if (pctx->is_xdp)
+				ret = tcp_ts_xdp(pctx->ctx, off, &ts);
+			else
+				ret = tcp_ts_skb(pctx->ctx, off, &ts);
+		}
 	}
 	/* ePPing's class of the packet (aggregated rx_stats/tx_stats): the
 	 * segments it tracks, whatever source measures them here. */
@@ -93,7 +108,7 @@ static __always_inline int parse_tcp_identifier(struct parsing_context *pctx,
 	if ((cfg_track_tcp && cfg_tcp_mode == TCP_MODE_SEQ) ||
 	    (tcph->syn && cfg_track_tcp_handshake) ||
 	    (ret < 0 && tcp_seq_used()))
-		return parse_tcp_seq(tcph, hdrlen, p);
+		return parse_tcp_seq(tcph, p);
 	if (ret < 0)
 		return -1;
 	/* The handshake's last ACK answers a SYN-ACK timed by sequence. */

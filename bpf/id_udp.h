@@ -15,9 +15,8 @@ static __always_inline int parse_udp_identifier(struct parsing_context *pctx,
 	int ret;
 
 	if ((void *)(udph + 1) > pctx->data_end ||
-	    p->l3_len < p->l4_offset + sizeof(*udph))
+	    set_payload(p, sizeof(*udph)))
 		return -1;
-	p->payload = p->l3_len - p->l4_offset - sizeof(*udph);
 	p->pid.flow.saddr.port = udph->source;
 	p->pid.flow.daddr.port = udph->dest;
 	if (cfg_track_dns) {

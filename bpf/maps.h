@@ -5,6 +5,7 @@
 
 #include "flow.h"
 #include "events.h"
+#include "counters.h"
 
 /* Send time of each outstanding packet identifier. */
 struct {
@@ -44,6 +45,19 @@ struct {
 	__type(value, struct flow_state);
 	__uint(max_entries, 1);
 } flow_zero SEC(".maps");
+
+/* Deletes the timestamp pid taken in d's direction. Returns whether this
+ * call deleted it: whoever does owns it (its sample or its dropping), even
+ * with both hooks on different CPUs. */
+static __always_inline bool ts_forget(struct packet_id *pid,
+				      struct flow_dir_state *d)
+{
+	if (bpf_map_delete_elem(&ts_map, pid) != 0)
+		return false;
+	outstanding_dec(d);
+	count(COUNTER_TS_DELETED);
+	return true;
+}
 
 /* Replay mode: capture time of the newest packet, the iterators' "now". */
 __u64 replay_now = 0;

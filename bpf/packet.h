@@ -4,6 +4,7 @@
 #ifndef RTTSCOPE_PACKET_H
 #define RTTSCOPE_PACKET_H
 
+#include "config.h"
 #include "tuple.h"
 #include "events.h"
 
@@ -33,8 +34,7 @@ struct tcp_seg {
 	__u32 end; /* seq + payload, SYN and FIN counting one each */
 	__u32 ack; /* cumulative ACK, when ack_valid */
 	__u8 ack_valid; /* the ACK flag is set */
-	__u8 syn;
-	__u8 reserved;
+	__u8 reserved[2];
 	__u8 kind; /* SRC_INFO_TCP_SEG */
 };
 
@@ -54,8 +54,7 @@ struct quic_info {
 	__u64 sample;
 	__u8 short_hdr; /* a 1-RTT packet: spin is valid */
 	__u8 spin;
-	__u8 side; /* the sender's half of the flow, for the sample */
-	__u8 reserved[4];
+	__u8 reserved[5];
 	__u8 kind; /* SRC_INFO_QUIC */
 };
 
@@ -99,5 +98,27 @@ struct packet_info {
 };
 
 _Static_assert(sizeof(struct packet_info) == 96, "packet_info size");
+
+/* Sets the payload after a transport header of hdrlen bytes. Returns -1
+ * when the IP length does not cover the header (truncated, or a BIG TCP
+ * packet's IPv4 total length 0). */
+static __always_inline int set_payload(struct packet_info *p, __u32 hdrlen)
+{
+	if (p->l3_len < p->l4_offset + hdrlen)
+		return -1;
+	p->payload = p->l3_len - p->l4_offset - hdrlen;
+	return 0;
+}
+
+/* The packet's time. Live, the clock is read on first use only: most
+ * packets (no new identifier, no reply to a timestamp) never need it, and a
+ * clock read is a good part of a packet's cost, more so in a VM. Replay
+ * hands every packet its capture time up front. */
+static __always_inline __u64 packet_time(struct packet_info *p)
+{
+	if (!cfg_replay && !p->time)
+		p->time = bpf_ktime_get_ns();
+	return p->time;
+}
 
 #endif /* RTTSCOPE_PACKET_H */

@@ -87,17 +87,6 @@ static __always_inline bool is_local_destination(void *ctx,
 	       ret == BPF_FIB_LKUP_RET_FWD_DISABLED;
 }
 
-/* The packet's time. Live, the clock is read on first use only: most
- * packets (no new identifier, no reply to a timestamp) never need it, and a
- * clock read is a good part of a packet's cost, more so in a VM. Replay
- * hands every packet its capture time up front. */
-static __always_inline __u64 packet_time(struct packet_info *p)
-{
-	if (!cfg_replay && !p->time)
-		p->time = bpf_ktime_get_ns();
-	return p->time;
-}
-
 /* Whether the packets of the sender's direction are for this host. Asked
  * once per flow direction: routing gives every packet of a direction the
  * same answer, and a FIB lookup is a walk of the routing tables. */
@@ -203,7 +192,8 @@ static __always_inline void fill_rtt_event(struct rtt_event *e,
 	}
 }
 
-/* orig sent the timestamped packet, rec (the reply's sender) received it. */
+/* orig sent the timestamped packet, rec (the reply's sender) received it.
+ * Only record_sample() calls it, past its cfg_steps check. */
 static __always_inline void send_rtt_event(struct packet_info *p,
 					   struct flow_dir_state *orig,
 					   struct flow_dir_state *rec,
@@ -211,8 +201,6 @@ static __always_inline void send_rtt_event(struct packet_info *p,
 {
 	struct rtt_event *e;
 
-	if (cfg_steps < STEP_EVENTS)
-		return;
 	if (cfg_dns_names && p->dns.kind == SRC_INFO_DNS && p->dns.name_len) {
 		send_dns_named_event(p, orig, rec, rtt);
 		return;
@@ -486,22 +474,22 @@ static __always_inline void record_sample(struct packet_info *p,
 		send_rtt_event(p, orig, rec, rtt);
 }
 
-/* record_sample() for the QUIC spin bit: sample p->quic.sample of
- * p->quic.side's packets. Global, so that its stack (a copy of the key,
+/* record_sample() for the QUIC spin bit: sample p->quic.sample of side's
+ * packets (orig). Global, so that its stack (a copy of the key,
  * which 6.1 wants on the stack for map lookups) is not the data path's:
  * older verifiers limit the whole call chain of the batched replay to 512
  * bytes. */
 __noinline int record_quic_sample(struct packet_info *p,
 				  struct network_tuple *key,
 				  struct flow_dir_state *orig,
-				  struct flow_dir_state *rec)
+				  struct flow_dir_state *rec, __u32 side)
 {
 	struct network_tuple k;
 
 	if (!p || !key || !orig || !rec)
 		return 0;
 	k = *key;
-	record_sample(p, &k, orig, rec, p->quic.side, p->quic.sample);
+	record_sample(p, &k, orig, rec, side, p->quic.sample);
 	return 0;
 }
 
@@ -547,12 +535,9 @@ static __always_inline void match_packet(struct packet_info *p,
 	}
 	sent = *ts;
 	packet_time(p);
-	/* Whoever deletes the entry owns the sample: each identifier is
-	 * matched at most once, even with both hooks on different CPUs. */
-	if (bpf_map_delete_elem(&ts_map, &rid) != 0)
+	/* Each identifier is matched at most once. */
+	if (!ts_forget(&rid, orig))
 		return;
-	__sync_fetch_and_add(&orig->outstanding, -1);
-	count(COUNTER_TS_DELETED);
 	if (p->time < sent)
 		return;
 	record_sample(p, key, orig, snd, orig_side, p->time - sent);
@@ -689,11 +674,8 @@ static __always_inline void handle_packet(void *ctx,
 		if (cfg_track_dns && p.dns.kind == SRC_INFO_DNS)
 			dns_on_flow(&p, snd);
 		if (cfg_track_quic && p.quic.kind == SRC_INFO_QUIC &&
-		    quic_spin_on_flow(&p, &fs->spin[side])) {
-			p.quic.side = side;
-			record_quic_sample(&p, &key, snd,
-					   self ? snd : &fs->dir[side ^ 1]);
-		}
+		    quic_spin_on_flow(&p, &fs->spin[side]))
+			record_quic_sample(&p, &key, snd, orig, side);
 		timestamp_packet(ctx, &p, snd);
 		answer_dir(&p, orig);
 		match_packet(&p, &key, orig, snd, self ? side : side ^ 1);
