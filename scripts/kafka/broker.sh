@@ -48,7 +48,11 @@ PROPS
 read -r -a jvm <<<"${RTTSCOPE_KAFKA_JVM:--Xms128m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1}"
 java=(java "${jvm[@]}" -Dlog4j2.level=warn -cp "$libs/*")
 if [ ! -f "$dir/data/meta.properties" ]; then
-	"${java[@]}" kafka.tools.StorageTool format -t "$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')" \
+	# A random cluster id (base64url of 16 bytes). Given as --cluster-id=ID:
+	# about one id in 64 starts with '-', which a separate argument would
+	# make the option parser read as an option.
+	id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+	"${java[@]}" kafka.tools.StorageTool format --cluster-id="$id" \
 		-c "$dir/server.properties" >"$dir/format.log" 2>&1 ||
 		{ cat "$dir/format.log" >&2; exit 1; }
 fi
