@@ -351,6 +351,15 @@ ip link set lo up
 # Modules the tests use, where the kernel has them (autoloading covers the
 # rest); a missing one is no error.
 for m in $MODULES; do /sbin/modprobe -q "$m" 2>/dev/null; done
+# A clsact qdisc on the guest's loopback for its whole life keeps the
+# kernel's ingress/egress/TCX static keys switched on. Otherwise the first
+# and last tc or TCX attachment of every test rewrites the branch in
+# __netif_receive_skb_core while other vCPUs receive packets, and under
+# multi-threaded TCG a vCPU can trip over the int3 of that live patch
+# (6.12 panicked with RIP in the middle of the NOP, "Fatal exception in
+# interrupt"). On hardware the patch is safe; this is emulation only.
+err=$(chroot $r /sbin/tc qdisc add dev lo clsact 2>&1) ||
+	echo "vmtest-init: no clsact on lo, static keys will toggle: $err"
 hostname "vmtest-$KVER"
 echo 1 >/proc/sys/kernel/sysrq
 stty -onlcr 2>/dev/null
