@@ -129,6 +129,33 @@ struct {
 	__uint(max_entries, AGG_ABSENT_SLOTS);
 } agg_absent SEC(".maps");
 
+/* A per-CPU cache of prefixes that have an entry, which counts their
+ * traffic itself: a packet whose prefix sits in its slot adds to the slot
+ * and looks nothing up in the hash map. Slots are filled only by tracked
+ * packets, after their prefix's entry exists in the current map; a
+ * different prefix taking the slot first adds the slot's counts to the
+ * entry of the prefix leaving it. Each epoch has its own AGG_SLOTS slots
+ * (index epoch * AGG_SLOTS + slot), so that user space, after the epoch
+ * flip and the grace period, adds the old epoch's slots to their prefixes'
+ * records and zeroes them while nothing writes there: each count still
+ * lands in exactly one interval (internal/loader/aggregate.go). User space
+ * deletes entries only from the old map, whose slots it has just folded. */
+struct agg_slot {
+	struct agg_key key;
+	__u32 filled; /* 0: empty (user space zeroes a folded epoch) */
+	struct traffic_counters rx;
+	struct traffic_counters tx;
+};
+
+#define AGG_SLOTS 256
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct agg_slot);
+	__uint(max_entries, 2 * AGG_SLOTS);
+} agg_slots SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
@@ -187,8 +214,8 @@ static __always_inline struct agg_stats *agg_backup_stats(__u32 epoch, __u8 ipv)
  * packet, an RTT sample). A prefix gets an entry of its own only that way,
  * as in ePPing; when the map is full the packet goes to the backup entry
  * of its family. */
-static __always_inline struct agg_stats *agg_stats_create(struct agg_key *k,
-							  __u32 epoch)
+static __always_inline struct agg_stats *
+agg_stats_create(struct agg_key *k, __u32 epoch, bool *own)
 {
 	void *map = agg_map_of(epoch);
 	struct agg_stats *s;
@@ -196,6 +223,7 @@ static __always_inline struct agg_stats *agg_stats_create(struct agg_key *k,
 	void *init;
 	int ret; /* see E2BIG_ERR */
 
+	*own = true;
 	s = bpf_map_lookup_elem(map, k);
 	if (s)
 		return s;
@@ -208,6 +236,7 @@ static __always_inline struct agg_stats *agg_stats_create(struct agg_key *k,
 	if (ret != -E2BIG_ERR)
 		return bpf_map_lookup_elem(map, k);
 	count(COUNTER_AGG_MAP_FULL);
+	*own = false;
 	return agg_backup_stats(epoch, k->ipv);
 }
 
@@ -285,13 +314,89 @@ static __always_inline void count_traffic(struct traffic_counters *tc,
 	}
 }
 
+static __always_inline void add_traffic(struct traffic_counters *to,
+					const struct traffic_counters *from)
+{
+	int i;
+
+#pragma unroll
+	for (i = 0; i < PROTO_CLASSES; i++) {
+		to->pkts[i] += from->pkts[i];
+		to->bytes[i] += from->bytes[i];
+	}
+#pragma unroll
+	for (i = 0; i < 4; i++)
+		to->ecn[i] += from->ecn[i];
+#pragma unroll
+	for (i = 0; i < EPP_CLASSES; i++) {
+		to->epp_pkts[i] += from->epp_pkts[i];
+		to->epp_bytes[i] += from->epp_bytes[i];
+	}
+}
+
+/* Hands slot over to prefix k, whose own entry s now holds: the counts of
+ * the prefix leaving the slot go to its entry (or, should it be gone, to
+ * its family's backup entry, so that nothing is lost). */
+static __always_inline void agg_slot_take(struct agg_slot *slot,
+					  const struct agg_key *k, __u32 epoch)
+{
+	struct agg_stats *old;
+
+	if (slot->filled) {
+		old = bpf_map_lookup_elem(agg_map_of(epoch), &slot->key);
+		if (!old)
+			old = agg_backup_stats(epoch, slot->key.ipv);
+		if (old) {
+			add_traffic(&old->rx, &slot->rx);
+			add_traffic(&old->tx, &slot->tx);
+		}
+	}
+	__builtin_memset(&slot->rx, 0, sizeof(slot->rx));
+	__builtin_memset(&slot->tx, 0, sizeof(slot->tx));
+	slot->key = *k;
+	slot->filled = 1;
+}
+
+/* Counts packet p for one end, prefix k (tx: p goes to the prefix, else
+ * comes from it): in its slot if the prefix holds it, else in its entry
+ * (created when tracked, which then takes the slot over) or its family's
+ * backup entry. Counting happens in each branch: a pointer computed from
+ * a maybe-NULL map value and returned would meet the verifier before its
+ * NULL check once clang merges the branches. */
+static __always_inline void agg_count_end(struct packet_info *p, __u32 epp,
+					  struct agg_key *k, __u32 epoch,
+					  __u32 tag, bool tracked, bool tx)
+{
+	__u32 i = (epoch & 1) * AGG_SLOTS + agg_absent_index(k);
+	struct agg_slot *slot;
+	struct agg_stats *s;
+	bool own = false;
+
+	slot = bpf_map_lookup_elem(&agg_slots, &i);
+	if (slot && slot->filled && agg_key_equal(&slot->key, k)) {
+		count_traffic(tx ? &slot->tx : &slot->rx, p, epp);
+		return;
+	}
+	if (tracked)
+		s = agg_stats_create(k, epoch, &own);
+	else
+		s = agg_stats_lookup(k, epoch, tag);
+	if (!s)
+		return;
+	if (own && slot) {
+		agg_slot_take(slot, k, epoch);
+		count_traffic(tx ? &slot->tx : &slot->rx, p, epp);
+		return;
+	}
+	count_traffic(tx ? &s->tx : &s->rx, p, epp);
+}
+
 /* Counts one IP packet, as ePPing does: for the prefix of its source (rx:
  * from the prefix) and of its destination (tx: to the prefix). tracked: a
  * packet of an RTT source (it may create prefix entries). A global
  * function: verified once, on its own. */
 __noinline int agg_count_packet(struct packet_info *p, bool tracked)
 {
-	struct agg_stats *s;
 	struct agg_key k;
 	__u32 epp, epoch, tag;
 
@@ -306,15 +411,9 @@ __noinline int agg_count_packet(struct packet_info *p, bool tracked)
 	epoch = READ_ONCE(agg_epoch);
 	tag = agg_absent_tag(epoch);
 	make_agg_key(&k, &p->pid.flow.saddr.ip, p->pid.flow.ipv);
-	s = tracked ? agg_stats_create(&k, epoch) :
-		      agg_stats_lookup(&k, epoch, tag);
-	if (s)
-		count_traffic(&s->rx, p, epp);
+	agg_count_end(p, epp, &k, epoch, tag, tracked, false);
 	make_agg_key(&k, &p->pid.flow.daddr.ip, p->pid.flow.ipv);
-	s = tracked ? agg_stats_create(&k, epoch) :
-		      agg_stats_lookup(&k, epoch, tag);
-	if (s)
-		count_traffic(&s->tx, p, epp);
+	agg_count_end(p, epp, &k, epoch, tag, tracked, true);
 	return 0;
 }
 
@@ -348,6 +447,7 @@ __noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
 {
 	struct agg_stats *s;
 	struct agg_key k;
+	bool own;
 	__u32 bin;
 
 	if (!p)
@@ -356,7 +456,7 @@ __noinline int agg_add_rtt(struct packet_info *p, __u64 rtt)
 		     cfg_agg_reverse ? &p->pid.flow.daddr.ip :
 				       &p->pid.flow.saddr.ip,
 		     p->pid.flow.ipv);
-	s = agg_stats_create(&k, READ_ONCE(agg_epoch));
+	s = agg_stats_create(&k, READ_ONCE(agg_epoch), &own);
 	if (!s)
 		return 0;
 	if (!s->rtt_count || rtt < s->rtt_min)

@@ -107,6 +107,10 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 		m = a.objs.AggMap1
 	}
 	active := a.active[old&1]
+	slots, err := a.takeSlots(old)
+	if err != nil {
+		return err
+	}
 
 	type entry struct {
 		key probe.RttscopeAggKey
@@ -132,6 +136,11 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 	var mapBackup [2][]probe.RttscopeAggStats
 	it := m.Iterate()
 	for it.Next(&key, &a.vals) {
+		if c, ok := slots[key]; ok && len(a.vals) > 0 {
+			addCounters(&a.vals[0].Rx, &c.Rx)
+			addCounters(&a.vals[0].Tx, &c.Tx)
+			delete(slots, key)
+		}
 		if fam, ok := backupFamily(&key); ok {
 			mapBackup[fam] = slices.Clone(a.vals)
 			continue
@@ -152,6 +161,11 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("read prefix map: %w", err)
+	}
+	if len(slots) > 0 {
+		// A slot is filled only after its prefix's entry exists, and
+		// entries go only here, after their slots were taken.
+		return fmt.Errorf("aggregation: %d prefix slots without an entry in the prefix map", len(slots))
 	}
 	for fam := range mapBackup {
 		vals, err := a.readBackup(old, fam)
@@ -206,6 +220,65 @@ func (a *Aggregator) reset(m *ebpf.Map, stale []probe.RttscopeAggKey) error {
 		}
 	}
 	return nil
+}
+
+// slotCounts is one prefix's traffic counted in its agg_slots slots.
+type slotCounts struct{ Rx, Tx probe.RttscopeTrafficCounters }
+
+// aggSlots is AGG_SLOTS in bpf/agg.h: epoch e's slots are agg_slots
+// [e*aggSlots, (e+1)*aggSlots).
+const aggSlots = 256
+
+// takeSlots returns the traffic that epoch's per-CPU prefix slots counted
+// (bpf/agg.h, agg_slots), summed per prefix over slots and CPUs, and
+// empties those slots. Only after the grace period: nothing writes to an
+// old epoch's slots any more.
+func (a *Aggregator) takeSlots(epoch uint32) (map[probe.RttscopeAggKey]*slotCounts, error) {
+	out := map[probe.RttscopeAggKey]*slotCounts{}
+	var vals, zero []probe.RttscopeAggSlot
+	for i := range uint32(aggSlots) {
+		idx := epoch&1*aggSlots + i
+		if err := a.objs.AggSlots.Lookup(idx, &vals); err != nil {
+			return nil, fmt.Errorf("read prefix slots: %w", err)
+		}
+		filled := false
+		for c := range vals {
+			v := &vals[c]
+			if v.Filled == 0 {
+				continue
+			}
+			filled = true
+			sc := out[v.Key]
+			if sc == nil {
+				sc = &slotCounts{}
+				out[v.Key] = sc
+			}
+			addCounters(&sc.Rx, &v.Rx)
+			addCounters(&sc.Tx, &v.Tx)
+		}
+		if !filled {
+			continue
+		}
+		if len(zero) != len(vals) {
+			zero = make([]probe.RttscopeAggSlot, len(vals))
+		}
+		if err := a.objs.AggSlots.Put(idx, zero); err != nil {
+			return nil, fmt.Errorf("empty prefix slots: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func addCounters(to, from *probe.RttscopeTrafficCounters) {
+	for i := range 4 {
+		to.Pkts[i] += from.Pkts[i]
+		to.Bytes[i] += from.Bytes[i]
+		to.Ecn[i] += from.Ecn[i]
+	}
+	for i := range events.NumEPPClasses {
+		to.EppPkts[i] += from.EppPkts[i]
+		to.EppBytes[i] += from.EppBytes[i]
+	}
 }
 
 // The backup entries of epoch e are agg_backup[e*2+fam], fam 0 for IPv4

@@ -87,7 +87,7 @@ func (o *Objects) maps() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
 		"flow_map": o.FlowMap, "ts_map": o.TsMap, "events": o.Events,
 		"agg_map0": o.AggMap0, "agg_map1": o.AggMap1, "agg_zero": o.AggZero,
-		"agg_backup": o.AggBackup, "agg_absent": o.AggAbsent, "agg_global_map": o.AggGlobalMap,
+		"agg_backup": o.AggBackup, "agg_absent": o.AggAbsent, "agg_slots": o.AggSlots, "agg_global_map": o.AggGlobalMap,
 		"flow_ring": o.FlowRing, "ts_ring": o.TsRing,
 		"counters": o.Counters, "l3_ifaces": o.L3Ifaces,
 		"flow_zero": o.FlowZero, "summary_map": o.SummaryMap, "summary_zero": o.SummaryZero,

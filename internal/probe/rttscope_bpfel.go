@@ -36,6 +36,14 @@ type RttscopeAggKey struct {
 	Reserved  uint16
 }
 
+type RttscopeAggSlot struct {
+	_      structs.HostLayout
+	Key    RttscopeAggKey
+	Filled uint32
+	Rx     RttscopeTrafficCounters
+	Tx     RttscopeTrafficCounters
+}
+
 type RttscopeAggStats struct {
 	_           structs.HostLayout
 	Rx          RttscopeTrafficCounters
@@ -311,6 +319,7 @@ const (
 	RttscopeMapAggGlobalMap               = "agg_global_map"
 	RttscopeMapAggMap0                    = "agg_map0"
 	RttscopeMapAggMap1                    = "agg_map1"
+	RttscopeMapAggSlots                   = "agg_slots"
 	RttscopeMapAggZero                    = "agg_zero"
 	RttscopeMapCounters                   = "counters"
 	RttscopeMapDnsNames                   = "dns_names"
@@ -429,6 +438,7 @@ type RttscopeMapSpecs struct {
 	AggGlobalMap   *ebpf.MapSpec `ebpf:"agg_global_map"`
 	AggMap0        *ebpf.MapSpec `ebpf:"agg_map0"`
 	AggMap1        *ebpf.MapSpec `ebpf:"agg_map1"`
+	AggSlots       *ebpf.MapSpec `ebpf:"agg_slots"`
 	AggZero        *ebpf.MapSpec `ebpf:"agg_zero"`
 	Counters       *ebpf.MapSpec `ebpf:"counters"`
 	DnsNames       *ebpf.MapSpec `ebpf:"dns_names"`
@@ -507,6 +517,7 @@ type RttscopeMaps struct {
 	AggGlobalMap   *ebpf.Map `ebpf:"agg_global_map"`
 	AggMap0        *ebpf.Map `ebpf:"agg_map0"`
 	AggMap1        *ebpf.Map `ebpf:"agg_map1"`
+	AggSlots       *ebpf.Map `ebpf:"agg_slots"`
 	AggZero        *ebpf.Map `ebpf:"agg_zero"`
 	Counters       *ebpf.Map `ebpf:"counters"`
 	DnsNames       *ebpf.Map `ebpf:"dns_names"`
@@ -531,6 +542,7 @@ func (m *RttscopeMaps) Close() error {
 		m.AggGlobalMap,
 		m.AggMap0,
 		m.AggMap1,
+		m.AggSlots,
 		m.AggZero,
 		m.Counters,
 		m.DnsNames,
