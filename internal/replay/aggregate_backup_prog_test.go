@@ -51,18 +51,8 @@ func TestAggregateBackupAndAbsentCache(t *testing.T) {
 			if err := h.a.Finish(); err != nil {
 				t.Fatal(err)
 			}
-			type key struct {
-				interval int64
-				prefix   string
-			}
-			got := map[key]events.Aggregate{}
-			for _, g := range h.recs {
-				k := key{(g.Start - base) / int64(time.Second), g.Prefix.String()}
-				if _, dup := got[k]; dup {
-					t.Errorf("two records for %v", k)
-				}
-				got[k] = g
-			}
+			type key = intervalPrefix
+			got := recordsByInterval(t, h.recs, base, time.Second)
 			want := []struct {
 				key
 				rxUDP, txUDP, rxTCP, txTCP uint64
@@ -116,4 +106,25 @@ func pinToOneCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unix.SchedSetaffinity(0, &all) })
+}
+
+// intervalPrefix names one prefix record: its interval's index and prefix.
+type intervalPrefix struct {
+	interval int64
+	prefix   string
+}
+
+// recordsByInterval indexes prefix records by interval (counted from base
+// in steps of interval) and prefix; two records for one key are an error.
+func recordsByInterval(t *testing.T, recs []events.Aggregate, base int64, interval time.Duration) map[intervalPrefix]events.Aggregate {
+	t.Helper()
+	got := map[intervalPrefix]events.Aggregate{}
+	for _, g := range recs {
+		k := intervalPrefix{(g.Start - base) / int64(interval), g.Prefix.String()}
+		if _, dup := got[k]; dup {
+			t.Errorf("two records for %v", k)
+		}
+		got[k] = g
+	}
+	return got
 }

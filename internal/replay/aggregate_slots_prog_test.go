@@ -56,14 +56,8 @@ func TestAggregateSlotsCountEveryPacketOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type key struct {
-		interval int64
-		prefix   string
-	}
-	got := map[key]events.Aggregate{}
-	for _, g := range h.recs {
-		got[key{(g.Start - base) / int64(time.Second), g.Prefix.String()}] = g
-	}
+	type key = intervalPrefix
+	got := recordsByInterval(t, h.recs, base, time.Second)
 	srv := netip.PrefixFrom(server.ip, 24).Masked().String()
 	for iv, n := range rounds {
 		n := uint64(n)
