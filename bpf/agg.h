@@ -131,10 +131,9 @@ struct {
 
 /* A per-CPU cache of prefixes that have an entry, which counts their
  * traffic itself: a packet whose prefix sits in its slot adds to the slot
- * and looks nothing up in the hash map. Slots are filled only by tracked
- * packets, after their prefix's entry exists in the current map; a
- * different prefix taking the slot first adds the slot's counts to the
- * entry of the prefix leaving it. Each epoch has its own AGG_SLOTS slots
+ * and looks nothing up in the hash map. An empty slot is filled by a
+ * tracked packet whose prefix's entry exists in the current map, and
+ * stays that prefix's until the end of the interval. Each epoch has its own AGG_SLOTS slots
  * (index epoch * AGG_SLOTS + slot), so that user space, after the epoch
  * flip and the grace period, adds the old epoch's slots to their prefixes'
  * records and zeroes them while nothing writes there: each count still
@@ -314,43 +313,14 @@ static __always_inline void count_traffic(struct traffic_counters *tc,
 	}
 }
 
-static __always_inline void add_traffic(struct traffic_counters *to,
-					const struct traffic_counters *from)
+/* Gives an empty slot to prefix k, whose own entry exists in the current
+ * map. A filled slot is not taken over: two prefixes sharing a slot would
+ * otherwise hand it back and forth, with a hash lookup and a flush each
+ * time; the later one counts in its entry until user space empties the
+ * slots at the end of the interval. */
+static __always_inline void agg_slot_fill(struct agg_slot *slot,
+					  const struct agg_key *k)
 {
-	int i;
-
-#pragma unroll
-	for (i = 0; i < PROTO_CLASSES; i++) {
-		to->pkts[i] += from->pkts[i];
-		to->bytes[i] += from->bytes[i];
-	}
-#pragma unroll
-	for (i = 0; i < 4; i++)
-		to->ecn[i] += from->ecn[i];
-#pragma unroll
-	for (i = 0; i < EPP_CLASSES; i++) {
-		to->epp_pkts[i] += from->epp_pkts[i];
-		to->epp_bytes[i] += from->epp_bytes[i];
-	}
-}
-
-/* Hands slot over to prefix k, whose own entry s now holds: the counts of
- * the prefix leaving the slot go to its entry (or, should it be gone, to
- * its family's backup entry, so that nothing is lost). */
-static __always_inline void agg_slot_take(struct agg_slot *slot,
-					  const struct agg_key *k, __u32 epoch)
-{
-	struct agg_stats *old;
-
-	if (slot->filled) {
-		old = bpf_map_lookup_elem(agg_map_of(epoch), &slot->key);
-		if (!old)
-			old = agg_backup_stats(epoch, slot->key.ipv);
-		if (old) {
-			add_traffic(&old->rx, &slot->rx);
-			add_traffic(&old->tx, &slot->tx);
-		}
-	}
 	__builtin_memset(&slot->rx, 0, sizeof(slot->rx));
 	__builtin_memset(&slot->tx, 0, sizeof(slot->tx));
 	slot->key = *k;
@@ -359,8 +329,8 @@ static __always_inline void agg_slot_take(struct agg_slot *slot,
 
 /* Counts packet p for one end, prefix k (tx: p goes to the prefix, else
  * comes from it): in its slot if the prefix holds it, else in its entry
- * (created when tracked, which then takes the slot over) or its family's
- * backup entry. Counting happens in each branch: a pointer computed from
+ * (created when tracked, which then fills the slot if it is empty) or its
+ * family's backup entry. Counting happens in each branch: a pointer computed from
  * a maybe-NULL map value and returned would meet the verifier before its
  * NULL check once clang merges the branches. */
 static __always_inline void agg_count_end(struct packet_info *p, __u32 epp,
@@ -383,8 +353,8 @@ static __always_inline void agg_count_end(struct packet_info *p, __u32 epp,
 		s = agg_stats_lookup(k, epoch, tag);
 	if (!s)
 		return;
-	if (own && slot) {
-		agg_slot_take(slot, k, epoch);
+	if (own && slot && !slot->filled) {
+		agg_slot_fill(slot, k);
 		count_traffic(tx ? &slot->tx : &slot->rx, p, epp);
 		return;
 	}

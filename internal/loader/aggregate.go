@@ -225,10 +225,6 @@ func (a *Aggregator) reset(m *ebpf.Map, stale []probe.RttscopeAggKey) error {
 // slotCounts is one prefix's traffic counted in its agg_slots slots.
 type slotCounts struct{ Rx, Tx probe.RttscopeTrafficCounters }
 
-// aggSlots is AGG_SLOTS in bpf/agg.h: epoch e's slots are agg_slots
-// [e*aggSlots, (e+1)*aggSlots).
-const aggSlots = 256
-
 // takeSlots returns the traffic that epoch's per-CPU prefix slots counted
 // (bpf/agg.h, agg_slots), summed per prefix over slots and CPUs, and
 // empties those slots. Only after the grace period: nothing writes to an
@@ -236,8 +232,10 @@ const aggSlots = 256
 func (a *Aggregator) takeSlots(epoch uint32) (map[probe.RttscopeAggKey]*slotCounts, error) {
 	out := map[probe.RttscopeAggKey]*slotCounts{}
 	var vals, zero []probe.RttscopeAggSlot
-	for i := range uint32(aggSlots) {
-		idx := epoch&1*aggSlots + i
+	// Epoch e's slots are [e*n, (e+1)*n) (bpf/agg.h: 2 * AGG_SLOTS).
+	n := a.objs.AggSlots.MaxEntries() / 2
+	for i := range n {
+		idx := epoch&1*n + i
 		if err := a.objs.AggSlots.Lookup(idx, &vals); err != nil {
 			return nil, fmt.Errorf("read prefix slots: %w", err)
 		}

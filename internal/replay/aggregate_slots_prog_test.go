@@ -2,10 +2,10 @@ package replay
 
 // The per-CPU prefix slots (agg_slots in bpf/agg.h) count a prefix's
 // traffic in place of its hash-map entry; user space folds them into the
-// interval's records. More prefixes than slots force slots to change hands
-// (the leaving prefix's counts go to its entry) while other packets hit
-// them: every packet must still be counted once, for its prefix, in its
-// interval.
+// interval's records. With more prefixes than slots, some prefixes share
+// a slot: the first one counts there, the others in their entries, and
+// untracked packets hit the slots too. Every packet must still be counted
+// once, for its prefix, in its interval.
 
 import (
 	"fmt"
