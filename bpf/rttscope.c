@@ -639,11 +639,8 @@ static __always_inline void handle_packet(void *ctx,
 	p.is_egress = is_egress;
 	p.ifindex = pctx->ifindex;
 	ret = parse_packet(pctx, &p);
-	if (cfg_aggregate && cfg_steps >= STEP_EVENTS) {
-		agg_count_global(&p, frame_len(ctx, pctx));
-		if (p.l3_valid)
-			agg_count_packet(&p, ret == 0);
-	}
+	if (cfg_aggregate && cfg_steps >= STEP_EVENTS)
+		agg_count(&p, frame_len(ctx, pctx), ret == 0);
 	if (ret < 0 || cfg_steps < STEP_FLOW)
 		return;
 
