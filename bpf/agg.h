@@ -386,20 +386,19 @@ static __always_inline void agg_count_global(struct packet_info *p,
 /* Counts one packet as ePPing does: in the global record and, when it is
  * IP, for the prefix of its source (rx: from the prefix) and of its
  * destination (tx: to the prefix). tracked: a packet of an RTT source (it
- * may create prefix entries). A global function, verified once on its
- * own; one call for all three records, not two: every return of a
- * bpf-to-bpf call goes through the kernel's return thunk where the CPU
- * needs one (SRSO on AMD Zen), about 5 % of aggregated mode's cost. */
-__noinline int agg_count(struct packet_info *p, __u32 pkt_len, bool tracked)
+ * may create prefix entries). Inlined into the packet programs: a
+ * bpf-to-bpf call returns through the kernel's return thunk where the
+ * CPU needs one (SRSO on AMD Zen), which cost aggregated mode about 15 ns
+ * a packet here (docs/performance.md, "One call, then none"). */
+static __always_inline void agg_count(struct packet_info *p, __u32 pkt_len,
+				      bool tracked)
 {
 	struct agg_key k;
 	__u32 epp, epoch, tag;
 
-	if (!p)
-		return 0;
 	agg_count_global(p, pkt_len);
 	if (!p->l3_valid)
-		return 0;
+		return;
 	/* ePPing's classes whatever source measures the packet: a TCP
 	 * segment without the option is TCP_noTS also when the sequence
 	 * source tracks it (docs/epping.md). */
@@ -412,7 +411,6 @@ __noinline int agg_count(struct packet_info *p, __u32 pkt_len, bool tracked)
 	agg_count_end(p, epp, &k, epoch, tag, tracked, false);
 	make_agg_key(&k, &p->pid.flow.daddr.ip, p->pid.flow.ipv);
 	agg_count_end(p, epp, &k, epoch, tag, tracked, true);
-	return 0;
 }
 
 /* Adds an RTT sample to the histogram of the prefix of the reply's source
