@@ -133,12 +133,13 @@ struct {
  * traffic itself: a packet whose prefix sits in its slot adds to the slot
  * and looks nothing up in the hash map. An empty slot is filled by a
  * tracked packet whose prefix's entry exists in the current map, and
- * stays that prefix's until the end of the interval. Each epoch has its own AGG_SLOTS slots
- * (index epoch * AGG_SLOTS + slot), so that user space, after the epoch
- * flip and the grace period, adds the old epoch's slots to their prefixes'
- * records and zeroes them while nothing writes there: each count still
- * lands in exactly one interval (internal/loader/aggregate.go). User space
- * deletes entries only from the old map, whose slots it has just folded. */
+ * stays that prefix's until the end of the interval. Each epoch has its
+ * own AGG_SLOTS slots (index epoch * AGG_SLOTS + slot), so that user
+ * space, after the epoch flip and the grace period, adds the old epoch's
+ * slots to their prefixes' records and zeroes them while nothing writes
+ * there: each count still lands in exactly one interval
+ * (internal/loader/aggregate.go). User space deletes entries only from
+ * the old map, whose slots it has just folded. */
 struct agg_slot {
 	struct agg_key key;
 	__u32 filled; /* 0: empty (user space zeroes a folded epoch) */
@@ -330,9 +331,9 @@ static __always_inline void agg_slot_fill(struct agg_slot *slot,
 /* Counts packet p for one end, prefix k (tx: p goes to the prefix, else
  * comes from it): in its slot if the prefix holds it, else in its entry
  * (created when tracked, which then fills the slot if it is empty) or its
- * family's backup entry. Counting happens in each branch: a pointer computed from
- * a maybe-NULL map value and returned would meet the verifier before its
- * NULL check once clang merges the branches. */
+ * family's backup entry. Counting happens in each branch: a pointer
+ * computed from a maybe-NULL map value and returned would meet the
+ * verifier before its NULL check once clang merges the branches. */
 static __always_inline void agg_count_end(struct packet_info *p, __u32 epp,
 					  struct agg_key *k, __u32 epoch,
 					  __u32 tag, bool tracked, bool tx)
