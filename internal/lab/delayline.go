@@ -65,6 +65,15 @@ type PathStats struct {
 	ToServer, ToClient DirStats
 }
 
+// ShortestRoundTrip is the shortest round trip a path configured with
+// rtt can show through the user-space delay lines: each direction may be
+// released up to maxEarly ahead of its due time (the wake-up latency
+// compensation of sleepUntil aims early), so a round trip may be 2*maxEarly
+// short. Tests that hold a sample to "not below the configured RTT" use it.
+func ShortestRoundTrip(rtt time.Duration) time.Duration {
+	return rtt - 2*time.Duration(maxEarly)
+}
+
 // monotonic clock: CLOCK_MONOTONIC nanoseconds, derived from Go's own
 // monotonic reading (vDSO, no syscall) anchored once to the kernel clock.
 var (
