@@ -35,6 +35,10 @@ func flowBuckets(n uint32) uint32 {
 	return uint32((uint64(n)*flowSlack + flowWays - 1) / flowWays)
 }
 
+// FlowTableSlots is how many flows a table sized for n (--flow-map-size)
+// can hold at most: its slots.
+func FlowTableSlots(n uint32) uint32 { return flowBuckets(n) * flowWays }
+
 // flowSeed is the flow table's hash seed: random at each live load, so
 // that the tuples that share a bucket cannot be chosen from outside.
 func flowSeed(replay bool) (uint64, error) {

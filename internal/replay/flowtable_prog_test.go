@@ -13,12 +13,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/probe"
 )
 
-// oneBucket is a flow table of a single bucket (bpf/flowtable.h: four
-// ways), so that every flow of a test competes for the same slots.
-const oneBucket = 4
+// oneBucket is the number of slots of a flow table of a single bucket
+// (bpf/flowtable.h: four ways), so that every flow of a test competes for
+// the same slots; oneBucketSize is the --flow-map-size that gives it (two
+// slots per flow: internal/loader/flowtable.go).
+const oneBucket, oneBucketSize = 4, 2
 
 // flowPath is the i-th connection of these tests: 10.9.0.i:2000+i ->
 // 10.0.0.2:80, this host (a) sending.
@@ -30,8 +33,11 @@ func flowPath(i int) path {
 // once one of them has been idle past its timeout, the next new flow
 // replaces it.
 func TestFlowTableFullBucketOfEstablishedFlows(t *testing.T) {
+	if n := loader.FlowTableSlots(oneBucketSize); n != oneBucket {
+		t.Fatalf("a table for %d flows has %d slots, want one bucket of %d", oneBucketSize, n, oneBucket)
+	}
 	cfg := testConfig()
-	cfg.FlowMapSize, cfg.RateLimit = oneBucket, 0
+	cfg.FlowMapSize, cfg.RateLimit = oneBucketSize, 0
 	cfg.TCPFlowTimeout = time.Second
 	h := newHarness(t, cfg)
 	at := t0
@@ -73,7 +79,7 @@ func TestFlowTableFullBucketOfEstablishedFlows(t *testing.T) {
 // seen least recently, and never an established one.
 func TestFlowTableEvictsLeastRecentlySeen(t *testing.T) {
 	cfg := testConfig()
-	cfg.FlowMapSize, cfg.RateLimit = oneBucket, 0
+	cfg.FlowMapSize, cfg.RateLimit = oneBucketSize, 0
 	h := newHarness(t, cfg)
 	for i := range oneBucket { // flow i seen at i ms
 		h.feed(flowPath(i).data(true, 1, 0, 100), t0+int64(i)*ms, true)
