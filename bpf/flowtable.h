@@ -81,19 +81,6 @@ static __always_inline void flow_locate(const struct network_tuple *key,
 	ref->tag = (__u32)(h >> 32) | 2;
 }
 
-static __always_inline bool flow_key_equal(const struct network_tuple *a,
-					   const struct network_tuple *b)
-{
-	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
-	__u32 diff = 0;
-	int i;
-
-#pragma unroll
-	for (i = 0; i < sizeof(*a) / 4; i++)
-		diff |= x[i] ^ y[i];
-	return diff == 0;
-}
-
 static __always_inline struct flow_slot *flow_slot_at(__u32 i)
 {
 	return bpf_map_lookup_elem(&flow_map, &i);
@@ -112,7 +99,7 @@ flow_lookup(const struct network_tuple *key)
 	for (w = 0; w < FLOW_WAYS; w++) {
 		s = flow_slot_at(ref.base + w);
 		if (s && READ_ONCE(s->tag) == ref.tag &&
-		    flow_key_equal(&s->key, key))
+		    tuple_equal(&s->key, key))
 			return s;
 	}
 	return NULL;
@@ -237,7 +224,7 @@ flow_create(const struct network_tuple *key, __u64 now, bool *created)
 		/* Created meanwhile; or a flow whose tag is the same (one in
 		 * 2^31 pairs of a bucket): the new one waits for it to end. */
 		if (t == ref.tag)
-			return flow_key_equal(&s->key, key) ? s : NULL;
+			return tuple_equal(&s->key, key) ? s : NULL;
 		if (!t && empty < 0)
 			empty = w;
 	}
