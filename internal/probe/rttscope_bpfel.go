@@ -145,14 +145,6 @@ const (
 	RttscopeFlowEventTypeFLOW_EVENT_CLOSING RttscopeFlowEventType = 2
 )
 
-type RttscopeFlowSlot struct {
-	_        structs.HostLayout
-	Tag      uint64
-	Key      RttscopeNetworkTuple
-	Reserved uint32
-	State    RttscopeFlowState
-}
-
 type RttscopeFlowState struct {
 	_   structs.HostLayout
 	Dir [2]struct {
@@ -334,6 +326,8 @@ const (
 	RttscopeMapEvents                     = "events"
 	RttscopeMapEvictScratch               = "evict_scratch"
 	RttscopeMapFlowMap                    = "flow_map"
+	RttscopeMapFlowRing                   = "flow_ring"
+	RttscopeMapFlowZero                   = "flow_zero"
 	RttscopeMapL3Ifaces                   = "l3_ifaces"
 	RttscopeMapSummaries                  = "summaries"
 	RttscopeMapSummaryMap                 = "summary_map"
@@ -359,8 +353,6 @@ const (
 	RttscopeVarCfgDnsNames                = "cfg_dns_names"
 	RttscopeVarCfgDnsPorts                = "cfg_dns_ports"
 	RttscopeVarCfgEventWakeupBytes        = "cfg_event_wakeup_bytes"
-	RttscopeVarCfgFlowBuckets             = "cfg_flow_buckets"
-	RttscopeVarCfgFlowSeed                = "cfg_flow_seed"
 	RttscopeVarCfgFlowSummary             = "cfg_flow_summary"
 	RttscopeVarCfgHaveL3Ifaces            = "cfg_have_l3_ifaces"
 	RttscopeVarCfgIncludeSyn              = "cfg_include_syn"
@@ -453,6 +445,8 @@ type RttscopeMapSpecs struct {
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	EvictScratch   *ebpf.MapSpec `ebpf:"evict_scratch"`
 	FlowMap        *ebpf.MapSpec `ebpf:"flow_map"`
+	FlowRing       *ebpf.MapSpec `ebpf:"flow_ring"`
+	FlowZero       *ebpf.MapSpec `ebpf:"flow_zero"`
 	L3Ifaces       *ebpf.MapSpec `ebpf:"l3_ifaces"`
 	Summaries      *ebpf.MapSpec `ebpf:"summaries"`
 	SummaryMap     *ebpf.MapSpec `ebpf:"summary_map"`
@@ -475,8 +469,6 @@ type RttscopeVariableSpecs struct {
 	CfgDnsNames           *ebpf.VariableSpec `ebpf:"cfg_dns_names"`
 	CfgDnsPorts           *ebpf.VariableSpec `ebpf:"cfg_dns_ports"`
 	CfgEventWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_event_wakeup_bytes"`
-	CfgFlowBuckets        *ebpf.VariableSpec `ebpf:"cfg_flow_buckets"`
-	CfgFlowSeed           *ebpf.VariableSpec `ebpf:"cfg_flow_seed"`
 	CfgFlowSummary        *ebpf.VariableSpec `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.VariableSpec `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.VariableSpec `ebpf:"cfg_include_syn"`
@@ -532,6 +524,8 @@ type RttscopeMaps struct {
 	Events         *ebpf.Map `ebpf:"events"`
 	EvictScratch   *ebpf.Map `ebpf:"evict_scratch"`
 	FlowMap        *ebpf.Map `ebpf:"flow_map"`
+	FlowRing       *ebpf.Map `ebpf:"flow_ring"`
+	FlowZero       *ebpf.Map `ebpf:"flow_zero"`
 	L3Ifaces       *ebpf.Map `ebpf:"l3_ifaces"`
 	Summaries      *ebpf.Map `ebpf:"summaries"`
 	SummaryMap     *ebpf.Map `ebpf:"summary_map"`
@@ -555,6 +549,8 @@ func (m *RttscopeMaps) Close() error {
 		m.Events,
 		m.EvictScratch,
 		m.FlowMap,
+		m.FlowRing,
+		m.FlowZero,
 		m.L3Ifaces,
 		m.Summaries,
 		m.SummaryMap,
@@ -578,8 +574,6 @@ type RttscopeVariables struct {
 	CfgDnsNames           *ebpf.Variable `ebpf:"cfg_dns_names"`
 	CfgDnsPorts           *ebpf.Variable `ebpf:"cfg_dns_ports"`
 	CfgEventWakeupBytes   *ebpf.Variable `ebpf:"cfg_event_wakeup_bytes"`
-	CfgFlowBuckets        *ebpf.Variable `ebpf:"cfg_flow_buckets"`
-	CfgFlowSeed           *ebpf.Variable `ebpf:"cfg_flow_seed"`
 	CfgFlowSummary        *ebpf.Variable `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.Variable `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.Variable `ebpf:"cfg_include_syn"`
