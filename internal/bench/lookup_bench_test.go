@@ -36,12 +36,12 @@ func BenchmarkFlowLookup(b *testing.B) {
 	testutil.RequireRoot(b)
 	kinds := []struct {
 		name string
-		kind uint32 // enum lookup_kind
+		kind probe.LookupBenchLookupTable
 	}{
-		{"none", 0},
-		{"hash-tuple", 1},
-		{"hash-v4", 2},
-		{"array-slot", 3},
+		{"none", probe.LookupBenchLookupTableLOOKUP_NONE},
+		{"hash-tuple", probe.LookupBenchLookupTableLOOKUP_HASH_TUPLE},
+		{"hash-v4", probe.LookupBenchLookupTableLOOKUP_HASH_V4},
+		{"array-slot", probe.LookupBenchLookupTableLOOKUP_ARRAY_TUPLE},
 	}
 	for _, k := range kinds {
 		b.Run(k.name, func(b *testing.B) {
@@ -68,13 +68,13 @@ func BenchmarkFlowLookup(b *testing.B) {
 	}
 }
 
-func loadLookupBench(b *testing.B, kind uint32) *ebpf.Collection {
+func loadLookupBench(b *testing.B, kind probe.LookupBenchLookupTable) *ebpf.Collection {
 	b.Helper()
 	spec, err := probe.LoadLookupBench()
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := spec.Variables["lookup_kind"].Set(kind); err != nil {
+	if err := spec.Variables["lookup_kind"].Set(uint32(kind)); err != nil {
 		b.Fatal(err)
 	}
 	coll, err := ebpf.NewCollection(spec)

@@ -12,4 +12,4 @@ package probe
 //go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel PdmEncodeTest ../../bpf/pdm_encode_test.c -- -I../../bpf
 //go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel Fwd ../../bpf/fwd.c -- -I../../bpf
 //go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel Hooks ../../bpf/hooks.c -- -I../../bpf
-//go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel -no-global-types LookupBench ../../bpf/lookup_bench.c -- -I../../bpf
+//go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel -no-global-types -type lookup_table LookupBench ../../bpf/lookup_bench.c -- -I../../bpf

@@ -12,6 +12,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type LookupBenchLookupTable uint32
+
+const (
+	LookupBenchLookupTableLOOKUP_NONE        LookupBenchLookupTable = 0
+	LookupBenchLookupTableLOOKUP_HASH_TUPLE  LookupBenchLookupTable = 1
+	LookupBenchLookupTableLOOKUP_HASH_V4     LookupBenchLookupTable = 2
+	LookupBenchLookupTableLOOKUP_ARRAY_TUPLE LookupBenchLookupTable = 3
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -23,6 +32,7 @@ const (
 	LookupBenchVarLookupKind   = "lookup_kind"
 	LookupBenchVarLookupMissed = "lookup_missed"
 	LookupBenchVarLookupRuns   = "lookup_runs"
+	LookupBenchVarLookupZero   = "lookup_zero"
 )
 
 // LoadLookupBench returns the embedded CollectionSpec for LookupBench.
@@ -86,6 +96,7 @@ type LookupBenchVariableSpecs struct {
 	LookupKind   *ebpf.VariableSpec `ebpf:"lookup_kind"`
 	LookupMissed *ebpf.VariableSpec `ebpf:"lookup_missed"`
 	LookupRuns   *ebpf.VariableSpec `ebpf:"lookup_runs"`
+	LookupZero   *ebpf.VariableSpec `ebpf:"lookup_zero"`
 }
 
 // LookupBenchObjects contains all objects after they have been loaded into the kernel.
@@ -128,6 +139,7 @@ type LookupBenchVariables struct {
 	LookupKind   *ebpf.Variable `ebpf:"lookup_kind"`
 	LookupMissed *ebpf.Variable `ebpf:"lookup_missed"`
 	LookupRuns   *ebpf.Variable `ebpf:"lookup_runs"`
+	LookupZero   *ebpf.Variable `ebpf:"lookup_zero"`
 }
 
 // LookupBenchPrograms contains all programs after they have been loaded into the kernel.
