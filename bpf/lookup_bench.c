@@ -13,14 +13,12 @@
 #define LOOKUP_FLOWS 8 /* a power of two */
 #define LOOKUP_TABLE 65536 /* a power of two, as the flow map's default */
 
-enum lookup_table { /* exported to Go (bpf2go -type lookup_table) */
-		   LOOKUP_NONE =
-			   0, /* the key built, nothing looked up: the loop's cost */
-		   LOOKUP_HASH_TUPLE =
-			   1, /* hash map, struct network_tuple (44 bytes) */
-		   LOOKUP_HASH_V4 = 2, /* hash map, a 16-byte IPv4-only key */
-		   LOOKUP_ARRAY_TUPLE =
-			   3, /* array slot chosen by a hash in BPF */
+/* Exported to Go (bpf2go -type lookup_table). */
+enum lookup_table {
+	LOOKUP_NONE = 0, /* the key built, nothing looked up: the loop's cost */
+	LOOKUP_HASH_TUPLE = 1, /* hash map, struct network_tuple (44 bytes) */
+	LOOKUP_HASH_V4 = 2, /* hash map, a 16-byte IPv4-only key */
+	LOOKUP_ARRAY_TUPLE = 3, /* array slot chosen by a hash in BPF */
 };
 
 struct v4_key {
