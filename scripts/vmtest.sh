@@ -360,6 +360,19 @@ for m in $MODULES; do /sbin/modprobe -q "$m" 2>/dev/null; done
 # interrupt"). On hardware the patch is safe; this is emulation only.
 err=$(chroot $r /sbin/tc qdisc add dev lo clsact 2>&1) ||
 	echo "vmtest-init: no clsact on lo, static keys will toggle: $err"
+# The other keys on that path (TCX, generic XDP, packet timestamps) are
+# held by internal/vmtest/holdkeys, alive until power-off. clsact alone does not hold the TCX key: 6.12 panicked so again.
+if [ -x /vmtest/holdkeys ]; then
+	chroot $r /run/vmtest/holdkeys >/holdkeys.out 2>&1 &
+	hk=$!
+	i=0
+	while ! grep -q '^ready' /holdkeys.out && kill -0 $hk 2>/dev/null && [ $i -lt 300 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	grep -q '^ready' /holdkeys.out || echo "vmtest-init: holdkeys did not start, static keys will toggle:"
+	grep -v '^ready' /holdkeys.out | sed 's/^/vmtest-init: /'
+fi
 hostname "vmtest-$KVER"
 echo 1 >/proc/sys/kernel/sysrq
 stty -onlcr 2>/dev/null
@@ -381,6 +394,11 @@ chmod 755 "$irfs/init" "$irfs/sbin/modprobe"
 # --- the command, run by /bin/sh from the host root ---
 share=$tmp/share
 mkdir -p "$share"
+# The static-key holder the guest's init starts (see the init above).
+src=$(cd "$(dirname "$0")/.." && pwd)
+if ! (cd "$src" && CGO_ENABLED=0 go build -o "$share/holdkeys" ./internal/vmtest/holdkeys) >"$tmp/holdkeys.err" 2>&1; then
+	note "cannot build internal/vmtest/holdkeys, the guest's static keys will toggle: $(tail -n 3 "$tmp/holdkeys.err")"
+fi
 printf 'KVER=%q\nMODDIR=%q\nMODULES=%q\n' "$kver" "$moddir" "$modules" >"$share/guest.conf"
 {
 	echo "cd $(printf %q "$PWD") || exit 125"
