@@ -6,12 +6,15 @@
  *  - where the kernel refuses those (some security policies do), a tc
  *    program that user space runs with BPF_PROG_TEST_RUN and that walks the
  *    maps with bpf_for_each_map_elem (5.13+).
- * Deleting the current element is safe in both walks on hash maps. */
+ * The flow table is an array (flowtable.h): both walks visit every slot and
+ * skip the empty ones; a flow is deleted by swapping its tag. Deleting the
+ * current element is safe in both walks on the timestamp map (a hash). */
 #ifndef RTTSCOPE_CLEANUP_H
 #define RTTSCOPE_CLEANUP_H
 
 #include "counters.h"
 #include "maps.h"
+#include "flowtable.h"
 
 static __always_inline __u64 cleanup_now(void)
 {
@@ -42,21 +45,28 @@ static __always_inline void send_timeout_event(const struct network_tuple *flow,
 	count(COUNTER_FLOW_EVENTS);
 }
 
-/* Removes a flow idle past its timeout, reporting its closing and summary. */
-static __always_inline void expire_flow(const struct network_tuple *kp,
-					struct flow_state *fs, __u64 now)
+/* Removes the flow in slot s, published with tag, if it has been idle past
+ * its timeout, reporting its closing and summary. */
+static __always_inline void expire_flow(struct flow_slot *s, __u64 tag,
+					__u64 now)
 {
+	struct flow_state *fs = &s->state;
 	struct network_tuple key, rev;
 	__u64 timeout, last_seen;
 
+	if (tag <= FLOW_TAG_CLAIMED)
+		return; /* empty, or being created */
 	/* Most entries are not due: decide that before anything else. */
-	timeout = kp->proto == IPPROTO_TCP ? cfg_tcp_flow_timeout_ns :
-					     cfg_other_flow_timeout_ns;
+	timeout = s->key.proto == IPPROTO_TCP ? cfg_tcp_flow_timeout_ns :
+						cfg_other_flow_timeout_ns;
 	last_seen = flow_last_seen(fs);
 	if (now <= last_seen || now - last_seen <= timeout)
 		return;
-
-	key = *kp;
+	/* Taken first, so that a flow also closing on a packet right now
+	 * reports its end once. */
+	if (!flow_take(s, tag))
+		return;
+	key = s->key;
 	/* Each direction that had opened reports its closing: dir[0] is
 	 * sent by key.saddr and named from the side that answers it. */
 	if (!cfg_aggregate && fs->dir[0].conn_state == CONN_OPEN) {
@@ -66,10 +76,9 @@ static __always_inline void expire_flow(const struct network_tuple *kp,
 	if (!cfg_aggregate && fs->dir[1].conn_state == CONN_OPEN)
 		send_timeout_event(&key, now);
 	summary_emit(&key, fs, now, EVENT_REASON_FLOW_TIMEOUT);
-	if (bpf_map_delete_elem(&flow_map, &key) == 0) {
-		count(COUNTER_FLOWS_TIMED_OUT);
-		count(COUNTER_FLOWS_DELETED);
-	}
+	flow_free(s);
+	count(COUNTER_FLOWS_TIMED_OUT);
+	count(COUNTER_FLOWS_DELETED);
 }
 
 /* Removes a timestamp that was never answered within the timeout. */
@@ -77,7 +86,7 @@ static __always_inline void expire_ts(const struct packet_id *kp, __u64 sent,
 				      __u64 now)
 {
 	struct network_tuple fkey;
-	struct flow_state *fs;
+	struct flow_slot *fslot;
 	struct packet_id pid;
 	__u32 side;
 
@@ -93,19 +102,23 @@ static __always_inline void expire_ts(const struct packet_id *kp, __u64 sent,
 	/* Keep the flow's outstanding count honest so matching can skip the
 	 * map lookup for flows with nothing outstanding. */
 	side = canonical_tuple(&pid.flow, &fkey) & SIDE_MASK;
-	fs = bpf_map_lookup_elem(&flow_map, &fkey);
-	if (fs)
-		outstanding_dec(&fs->dir[side]);
+	fslot = flow_lookup(&fkey);
+	if (fslot)
+		outstanding_dec(&fslot->state.dir[side]);
 }
 
 SEC("iter/bpf_map_elem")
 int rttscope_cleanup_flows(struct bpf_iter__bpf_map_elem *ctx)
 {
-	struct network_tuple *kp = ctx->key;
-	struct flow_state *fs = ctx->value;
+	__u32 *i = ctx->key;
+	struct flow_slot *s;
 
-	if (kp && fs)
-		expire_flow(kp, fs, cleanup_now());
+	if (!i || !ctx->value)
+		return 0;
+	/* As a map value pointer, the slot may be written (its tag). */
+	s = flow_slot_at(*i);
+	if (s)
+		expire_flow(s, READ_ONCE(s->tag), cleanup_now());
 	return 0;
 }
 
@@ -121,27 +134,29 @@ int rttscope_cleanup_timestamps(struct bpf_iter__bpf_map_elem *ctx)
 }
 
 /* Periodic per-flow summaries (--flow-summary-interval). Without iterators
- * user space reads flow_map and summary_map itself instead. */
+ * user space reads flow_map (the flow table) and summary_map itself
+ * instead. */
 SEC("iter/bpf_map_elem")
 int rttscope_flow_summaries(struct bpf_iter__bpf_map_elem *ctx)
 {
-	struct network_tuple *kp = ctx->key, key;
-	struct flow_state *fs;
+	struct network_tuple key;
+	__u32 *i = ctx->key;
+	struct flow_slot *s;
 
-	if (!kp || !ctx->value)
+	if (!i || !ctx->value)
 		return 0;
-	key = *kp;
-	/* As a map value pointer, fs may be indexed by a variable. */
-	fs = bpf_map_lookup_elem(&flow_map, &key);
-	if (fs)
-		summary_write(ctx->meta->seq, &key, fs, cleanup_now());
+	/* As a map value pointer, the state may be indexed by a variable. */
+	s = flow_slot_at(*i);
+	if (!s || READ_ONCE(s->tag) <= FLOW_TAG_CLAIMED)
+		return 0;
+	key = s->key;
+	summary_write(ctx->meta->seq, &key, &s->state, cleanup_now());
 	return 0;
 }
 
-static long expire_flow_cb(void *map, struct network_tuple *key,
-			   struct flow_state *fs, __u64 *now)
+static long expire_flow_cb(void *map, __u32 *i, struct flow_slot *s, __u64 *now)
 {
-	expire_flow(key, fs, *now);
+	expire_flow(s, READ_ONCE(s->tag), *now);
 	return 0;
 }
 

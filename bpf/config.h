@@ -73,6 +73,12 @@ volatile const bool cfg_have_l3_ifaces = false;
 volatile const __u64 cfg_tcp_flow_timeout_ns = 300 * NS_PER_SEC;
 volatile const __u64 cfg_other_flow_timeout_ns = 30 * NS_PER_SEC;
 volatile const __u64 cfg_ts_timeout_ns = 10 * NS_PER_SEC;
+/* The flow table (flowtable.h): its number of buckets (flow_map holds
+ * FLOW_WAYS slots each), and the seed of its hash, random at each live
+ * load, fixed in replay so that its output does not change from run to
+ * run. */
+volatile const __u32 cfg_flow_buckets = 16384;
+volatile const __u64 cfg_flow_seed = 0;
 /* Aggregated mode: RTT samples and traffic go into per-prefix histograms and
  * counters (agg.h) instead of per-sample events; no flow events either. */
 volatile const bool cfg_aggregate = false;

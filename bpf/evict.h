@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Overload policy (docs/aggregation.md): when the flow or timestamp map is
- * full, an entry that is worth less than the new one is replaced before the
- * new one is refused. A ring shared by all CPUs remembers the keys inserted
- * last, as a queue: inserts add at head, the candidates are taken from tail
- * (the oldest key still queued), and tail moves past every key it has
- * looked at, replaced or not, so a key is considered once. (Slots written by two CPUs at
- * once may hold a mix of two keys: such a key names no entry and is
- * skipped.) A flow is only replaced
- * when neither direction ever gave an RTT sample (a flood of new 5-tuples
- * creates exactly such flows), or when it has been idle past its timeout; a
- * timestamp only when its direction never got a sample or it is older than
- * the timestamp timeout. Established flows are never replaced. */
+/* Overload policy of the timestamp map (docs/aggregation.md): when it is
+ * full, a timestamp that is worth less than the new one is replaced before
+ * the new one is refused. A ring shared by all CPUs remembers the keys
+ * inserted last, as a queue: inserts add at head, the candidates are taken
+ * from tail (the oldest key still queued), and tail moves past every key it
+ * has looked at, replaced or not, so a key is considered once. (Slots
+ * written by two CPUs at once may hold a mix of two keys: such a key names
+ * no entry and is skipped.) A timestamp is only replaced when its direction
+ * never got a sample or it is older than the timestamp timeout. The flow
+ * table evicts inside a full bucket instead (flowtable.h, same rule). */
 #ifndef RTTSCOPE_EVICT_H
 #define RTTSCOPE_EVICT_H
 
@@ -18,16 +16,10 @@
 #include "config.h"
 #include "counters.h"
 #include "maps.h"
-#include "summary.h"
+#include "flowtable.h"
 
 #define EVICT_RING_SIZE 256 /* power of two */
 #define EVICT_TRIES	8
-
-struct flow_ring {
-	__u32 head; /* next slot to write */
-	__u32 tail; /* next candidate */
-	struct network_tuple keys[EVICT_RING_SIZE];
-};
 
 struct ts_ring {
 	__u32 head;
@@ -38,32 +30,9 @@ struct ts_ring {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
-	__type(value, struct flow_ring);
-	__uint(max_entries, 1);
-} flow_ring SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
 	__type(value, struct ts_ring);
 	__uint(max_entries, 1);
 } ts_ring SEC(".maps");
-
-static __always_inline void remember_flow(const struct network_tuple *key)
-{
-	struct flow_ring *r;
-	__u32 zero = 0, slot;
-
-	r = bpf_map_lookup_elem(&flow_ring, &zero);
-	if (!r)
-		return;
-	/* Two CPUs may pick the same slot: one key is lost, no harm. (The
-	 * fetch-and-add result needs BPF atomics v3; clang's default cpu
-	 * is v1.) */
-	slot = r->head & (EVICT_RING_SIZE - 1);
-	__sync_fetch_and_add(&r->head, 1);
-	r->keys[slot] = *key;
-}
 
 static __always_inline void remember_ts(const struct packet_id *pid)
 {
@@ -81,49 +50,6 @@ static __always_inline void remember_ts(const struct packet_id *pid)
 	r->keys[slot] = *pid;
 }
 
-/* Deletes one replaceable flow. Returns 1 when it made room. Global
- * function: verified once, whatever the caller's state. */
-__noinline int evict_flow(__u64 now)
-{
-	struct network_tuple *key;
-	struct flow_state *fs;
-	struct flow_ring *r;
-	__u64 timeout;
-	__u32 zero = 0, i, slot, head, tail;
-
-	r = bpf_map_lookup_elem(&flow_ring, &zero);
-	if (!r)
-		return 0;
-	head = r->head;
-	tail = r->tail;
-	if (head - tail > EVICT_RING_SIZE)
-		tail = head - EVICT_RING_SIZE; /* overwritten */
-	for (i = 0; i < EVICT_TRIES && tail != head; i++) {
-		slot = tail++ & (EVICT_RING_SIZE - 1);
-		key = &r->keys[slot];
-		fs = bpf_map_lookup_elem(&flow_map, key);
-		if (!fs)
-			continue;
-		timeout = key->proto == IPPROTO_TCP ? cfg_tcp_flow_timeout_ns :
-						      cfg_other_flow_timeout_ns;
-		if (fs->dir[0].min_rtt || fs->dir[1].min_rtt) {
-			if (now <= flow_last_seen(fs) ||
-			    now - flow_last_seen(fs) <= timeout)
-				continue;
-		}
-		if (cfg_flow_summary)
-			bpf_map_delete_elem(&summary_map, key);
-		if (bpf_map_delete_elem(&flow_map, key) == 0) {
-			r->tail = tail;
-			count(COUNTER_FLOWS_EVICTED);
-			count(COUNTER_FLOWS_DELETED);
-			return 1;
-		}
-	}
-	r->tail = tail;
-	return 0;
-}
-
 /* The flow key of evict_ts's candidate, per CPU: a map value rather than
  * a stack copy keeps evict_ts's frame small. It is the deepest call of the
  * data path, and the batched replay's whole call chain must fit older
@@ -139,6 +65,7 @@ struct {
 __noinline int evict_ts(__u64 now)
 {
 	struct network_tuple *fkey;
+	struct flow_slot *fslot;
 	struct flow_state *fs;
 	struct packet_id *pid;
 	struct ts_ring *r;
@@ -162,7 +89,8 @@ __noinline int evict_ts(__u64 now)
 		if (!ts)
 			continue;
 		side = canonical_tuple(&pid->flow, fkey) & SIDE_MASK;
-		fs = bpf_map_lookup_elem(&flow_map, fkey);
+		fslot = flow_lookup(fkey);
+		fs = fslot ? &fslot->state : NULL;
 		if (fs && fs->dir[side].min_rtt && now > *ts &&
 		    now - *ts <= cfg_ts_timeout_ns)
 			continue;

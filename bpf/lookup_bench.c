@@ -109,19 +109,6 @@ static __always_inline __u32 tuple_hash(const struct network_tuple *t)
 	return (__u32)(h >> 32) ^ (__u32)h;
 }
 
-static __always_inline bool tuple_equal(const struct network_tuple *a,
-					const struct network_tuple *b)
-{
-	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
-	__u32 diff = 0;
-	int i;
-
-#pragma unroll
-	for (i = 0; i < sizeof(*a) / 4; i++)
-		diff |= x[i] ^ y[i];
-	return diff == 0;
-}
-
 static __always_inline struct flow_state *
 slot_lookup(const struct network_tuple *t)
 {

@@ -15,14 +15,6 @@ struct {
 	__uint(max_entries, 131072);
 } ts_map SEC(".maps");
 
-/* Both directions of a flow share one entry (canonical tuple as key). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__type(key, struct network_tuple);
-	__type(value, struct flow_state);
-	__uint(max_entries, 65536);
-} flow_map SEC(".maps");
-
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
@@ -36,15 +28,6 @@ struct {
 	__type(value, __u8);
 	__uint(max_entries, 64);
 } l3_ifaces SEC(".maps");
-
-/* All zero, never written: the initial flow state (kept off the stack,
- * whose 512 bytes the programs need for other things). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, struct flow_state);
-	__uint(max_entries, 1);
-} flow_zero SEC(".maps");
 
 /* Deletes the timestamp pid taken in d's direction. Returns whether this
  * call deleted it: whoever does owns it (its sample or its dropping), even

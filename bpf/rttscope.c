@@ -9,6 +9,7 @@
 #include "config.h"
 #include "counters.h"
 #include "maps.h"
+#include "flowtable.h"
 #include "parse.h"
 #include "id_tcp_ts.h"
 #include "id_icmp_echo.h"
@@ -247,45 +248,28 @@ __noinline int send_dns_named_event(struct packet_info *p,
 /* Looks up the flow of a packet, creating it when the packet may open one.
  * Only packets worth timestamping open flows, so pure ACKs and stray replies
  * of unknown flows leave no state behind. */
-static __always_inline struct flow_state *
+static __always_inline struct flow_slot *
 get_flow(struct packet_info *p, struct network_tuple *key, __u32 side)
 {
-	struct flow_state *fs, *init;
-	__u32 zero = 0;
-	int ret; /* see E2BIG_ERR */
-	int i;
+	struct flow_slot *s;
+	bool created;
 
-	fs = bpf_map_lookup_elem(&flow_map, key);
-	if (fs)
-		return fs;
+	s = flow_lookup(key);
+	if (s)
+		return s;
 	if (!p->pid_valid || p->event_type == FLOW_EVENT_CLOSING)
 		return NULL;
+	s = flow_create(key, packet_time(p), &created);
+	if (!s || !created)
+		return s; /* no room, or another CPU created it first */
 
-	init = bpf_map_lookup_elem(&flow_zero, &zero);
-	if (!init)
-		return NULL;
-	packet_time(p);
-	ret = bpf_map_update_elem(&flow_map, key, init, BPF_NOEXIST);
-	/* Full: replace an unanswered or idle flow. Twice, since another
-	 * CPU may take the freed element first. */
-	for (i = 0; i < 2 && ret == -E2BIG_ERR && evict_flow(p->time); i++)
-		ret = bpf_map_update_elem(&flow_map, key, init, BPF_NOEXIST);
-	if (ret == -E2BIG_ERR) {
-		count(COUNTER_FLOW_MAP_FULL);
-		return NULL;
-	}
-	fs = bpf_map_lookup_elem(&flow_map, key);
-	if (!fs || ret != 0)
-		return fs; /* another CPU created it first */
-
-	/* Set before any other CPU can act on it: only the creator gets
-	 * here, and others only read opener for summaries. */
-	fs->opener = side;
-	fs->dir[side].last_seen = p->time;
+	/* Only the creator writes these, right after publishing the flow;
+	 * other CPUs only read opener, for summaries. */
+	s->state.opener = side;
+	s->state.dir[side].last_seen = p->time;
 	count(COUNTER_FLOWS_CREATED);
-	remember_flow(key);
 	summary_open(key, p->time);
-	return fs;
+	return s;
 }
 
 /* The sender's direction becomes active with its first packet worth
@@ -560,10 +544,12 @@ static __always_inline bool awaits_acks(const struct flow_dir_state *d)
  * again. */
 static __always_inline void close_flow(struct packet_info *p,
 				       struct network_tuple *key,
-				       struct flow_state *fs,
+				       struct flow_slot *slot,
 				       struct flow_dir_state *snd,
 				       struct flow_dir_state *orig)
 {
+	struct flow_state *fs = &slot->state;
+	struct flow_ref ref;
 	__u8 reason = p->event_reason;
 
 	if (p->event_type == FLOW_EVENT_CLOSING) {
@@ -587,9 +573,14 @@ static __always_inline void close_flow(struct packet_info *p,
 	if (reason != EVENT_REASON_RST &&
 	    (awaits_acks(snd) || awaits_acks(orig)))
 		return;
+	/* By the key's tag: if the slot changed hands since the lookup, the
+	 * swap fails and the other flow stays. */
+	flow_locate(key, &ref);
+	if (!flow_take(slot, ref.tag))
+		return;
 	summary_emit(key, fs, packet_time(p), reason);
-	if (bpf_map_delete_elem(&flow_map, key) == 0)
-		count(COUNTER_FLOWS_DELETED);
+	flow_free(slot);
+	count(COUNTER_FLOWS_DELETED);
 }
 
 /* In auto mode a segment without the timestamp option takes the sequence
@@ -629,6 +620,7 @@ static __always_inline void handle_packet(void *ctx,
 	struct packet_info p = {};
 	struct network_tuple key;
 	struct flow_dir_state *snd, *orig;
+	struct flow_slot *slot;
 	struct flow_state *fs;
 	__u32 side, self;
 	int ret;
@@ -647,12 +639,13 @@ static __always_inline void handle_packet(void *ctx,
 	side = canonical_tuple(&p.pid.flow, &key);
 	self = side & SIDE_SELF;
 	side &= SIDE_MASK;
-	fs = get_flow(&p, &key, side);
-	if (!fs) {
+	slot = get_flow(&p, &key, side);
+	if (!slot) {
 		if (cfg_track_dns)
 			dns_without_flow(&p);
 		return;
 	}
+	fs = &slot->state;
 	if (is_ts_flow_rst(&p, fs))
 		return;
 
@@ -683,7 +676,7 @@ static __always_inline void handle_packet(void *ctx,
 	if (p.time)
 		snd->last_seen = p.time;
 	if (cfg_steps >= STEP_TIMESTAMP)
-		close_flow(&p, &key, fs, snd, orig);
+		close_flow(&p, &key, slot, snd, orig);
 }
 
 static __always_inline bool is_l3_iface(__u32 ifindex)

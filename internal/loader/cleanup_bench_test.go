@@ -58,10 +58,13 @@ func BenchmarkCleanupWalk(b *testing.B) {
 }
 
 // fillForCleanup inserts n flows and n timestamps, all last seen at now.
+// The flows go to the first n slots of the flow table: where the kernel's
+// hash would put them does not matter to a walk of every slot.
 func fillForCleanup(b *testing.B, o *Objects, n int, now uint64) {
 	b.Helper()
-	var fs probe.RttscopeFlowState
-	fs.Dir[0].LastSeen = now
+	var slot probe.RttscopeFlowSlot
+	slot.Tag = flowTagClaimed + 1 // any published tag
+	slot.State.Dir[0].LastSeen = now
 	for i := range n {
 		var k [48]byte // struct packet_id; its first 44 bytes are the flow
 		k[10], k[11] = 0xff, 0xff
@@ -70,8 +73,9 @@ func fillForCleanup(b *testing.B, o *Objects, n int, now uint64) {
 		binary.BigEndian.PutUint32(k[32:], 10<<24|1)
 		binary.LittleEndian.PutUint16(k[40:], 6) // TCP
 		k[42] = 2                                // AF_INET
-		if err := o.FlowMap.Put(k[:44], &fs); err != nil {
-			b.Fatalf("fill flow map: %v", err)
+		copy(tupleBytes(&slot.Key), k[:44])
+		if err := o.FlowMap.Put(uint32(i), &slot); err != nil {
+			b.Fatalf("fill flow table: %v", err)
 		}
 		if err := o.TsMap.Put(k[:], now); err != nil {
 			b.Fatalf("fill timestamp map: %v", err)

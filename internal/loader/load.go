@@ -196,6 +196,10 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		return fmt.Errorf("embedded BPF object does not match its bindings: %w", err)
 	}
 	v := &s.RttscopeVariableSpecs
+	seed, err := flowSeed(cfg.Replay)
+	if err != nil {
+		return err
+	}
 	steps := cfg.Steps
 	if steps == StepAll {
 		steps = StepCounters
@@ -224,6 +228,8 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		{v.CfgTcpFlowTimeoutNs, uint64(cfg.TCPFlowTimeout)},
 		{v.CfgOtherFlowTimeoutNs, uint64(cfg.OtherFlowTimeout)},
 		{v.CfgTsTimeoutNs, uint64(cfg.TimestampTimeout)},
+		{v.CfgFlowBuckets, flowBuckets(cfg.FlowMapSize)},
+		{v.CfgFlowSeed, seed},
 		{v.CfgAggregate, cfg.Aggregate},
 		{v.CfgAggPrefixV4, uint32(cfg.AggPrefixV4)},
 		{v.CfgAggPrefixV6, uint32(cfg.AggPrefixV6)},
@@ -237,7 +243,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		}
 	}
 	m := &s.RttscopeMapSpecs
-	m.FlowMap.MaxEntries = cfg.FlowMapSize
+	m.FlowMap.MaxEntries = FlowTableSlots(cfg.FlowMapSize)
 	m.TsMap.MaxEntries = cfg.TimestampMapSize
 	m.Events.MaxEntries = cfg.RingbufSize
 	// Without aggregation the prefix maps are never written: one entry.

@@ -88,9 +88,9 @@ func (o *Objects) maps() map[string]*ebpf.Map {
 		"flow_map": o.FlowMap, "ts_map": o.TsMap, "events": o.Events,
 		"agg_map0": o.AggMap0, "agg_map1": o.AggMap1, "agg_zero": o.AggZero,
 		"agg_backup": o.AggBackup, "agg_absent": o.AggAbsent, "agg_slots": o.AggSlots, "agg_global_map": o.AggGlobalMap,
-		"flow_ring": o.FlowRing, "ts_ring": o.TsRing,
+		"ts_ring":  o.TsRing,
 		"counters": o.Counters, "l3_ifaces": o.L3Ifaces,
-		"flow_zero": o.FlowZero, "summary_map": o.SummaryMap, "summary_zero": o.SummaryZero,
+		"summary_map": o.SummaryMap, "summary_zero": o.SummaryZero,
 		"summaries": o.Summaries, "summary_scratch": o.SummaryScratch,
 		"dns_names": o.DnsNames,
 	}

@@ -120,34 +120,45 @@ func (s *Summaries) Snapshot(fn func(*events.FlowSummary) error) error {
 }
 
 // walk is the snapshot without iterators: what summary_fill (bpf/summary.h)
-// does in the kernel, done here from the two maps. Flows that end during
-// the walk may be missed or reported; their final summary comes through
-// the ring buffer either way.
+// does in the kernel, done here from the flow table and the summary map.
+// The flow table is read in batches (an array: every slot, empty ones
+// skipped). Flows that end during the walk may be missed or reported;
+// their final summary comes through the ring buffer either way.
 func (s *Summaries) walk(fn func(*events.FlowSummary) error) error {
 	now, err := s.objs.kernelNow()
 	if err != nil {
 		return err
 	}
-	key := make([]byte, s.objs.FlowMap.KeySize())
-	var fs probe.RttscopeFlowState
+	const batch = 1024
+	idx := make([]uint32, batch)
+	slots := make([]probe.RttscopeFlowSlot, batch)
 	var sum probe.RttscopeFlowSummary
-	it := s.objs.FlowMap.Iterate()
-	for it.Next(&key, &fs) {
-		if err := s.objs.SummaryMap.Lookup(key, &sum); err != nil {
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
-				continue // no room for its summary, or the flow just ended
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := s.objs.FlowMap.BatchLookup(&cursor, idx, slots, nil)
+		for i := range slots[:n] {
+			slot := &slots[i]
+			if slot.Tag <= flowTagClaimed {
+				continue // empty, or being created or deleted
 			}
-			return fmt.Errorf("read summary map: %w", err)
+			if err := s.objs.SummaryMap.Lookup(&slot.Key, &sum); err != nil {
+				if errors.Is(err, ebpf.ErrKeyNotExist) {
+					continue // no room for its summary, or the flow just ended
+				}
+				return fmt.Errorf("read summary map: %w", err)
+			}
+			fillSummary(&s.s, tupleBytes(&slot.Key), &slot.State, &sum, now, s.dec.ClockOffset)
+			if err := fn(&s.s); err != nil {
+				return err
+			}
 		}
-		fillSummary(&s.s, key, &fs, &sum, now, s.dec.ClockOffset)
-		if err := fn(&s.s); err != nil {
-			return err
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil // that was the last batch
+		}
+		if err != nil {
+			return fmt.Errorf("read flow table: %w", err)
 		}
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("read flow map: %w", err)
-	}
-	return nil
 }
 
 // fillSummary builds a periodic summary (Reason 0) as the kernel's

@@ -6,7 +6,7 @@
 // is bpf2go's default, spelled out: the instruction set the objects use.
 package probe
 
-//go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel -no-global-types -type counter -type event_type -type flow_event_type -type flow_event_reason -type flow_event_source -type rtt_source -type rtt_event -type rtt_named_event -type flow_event -type flow_summary_event -type network_tuple -type flow_state -type packet_id -type agg_key -type agg_stats -type agg_slot -type agg_global -type traffic_counters -type flow_summary Rttscope ../../bpf/rttscope.c -- -I../../bpf
+//go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel -no-global-types -type counter -type event_type -type flow_event_type -type flow_event_reason -type flow_event_source -type rtt_source -type rtt_event -type rtt_named_event -type flow_event -type flow_summary_event -type network_tuple -type flow_state -type flow_slot -type packet_id -type agg_key -type agg_stats -type agg_slot -type agg_global -type traffic_counters -type flow_summary Rttscope ../../bpf/rttscope.c -- -I../../bpf
 //go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel Empty ../../bpf/empty.c -- -I../../bpf
 //go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel -no-global-types -type pdm_counter -type pdm_event -type pdm_key -type pdm_state -type pdm_config Pdm ../../bpf/pdm.c -- -I../../bpf
 //go:generate go tool bpf2go -cc $BPF_CLANG -cflags "-O2 -g -Wall -Werror -mcpu=v1" -target bpfel PdmEncodeTest ../../bpf/pdm_encode_test.c -- -I../../bpf

@@ -145,6 +145,14 @@ const (
 	RttscopeFlowEventTypeFLOW_EVENT_CLOSING RttscopeFlowEventType = 2
 )
 
+type RttscopeFlowSlot struct {
+	_        structs.HostLayout
+	Tag      uint64
+	Key      RttscopeNetworkTuple
+	Reserved uint32
+	State    RttscopeFlowState
+}
+
 type RttscopeFlowState struct {
 	_   structs.HostLayout
 	Dir [2]struct {
@@ -326,8 +334,6 @@ const (
 	RttscopeMapEvents                     = "events"
 	RttscopeMapEvictScratch               = "evict_scratch"
 	RttscopeMapFlowMap                    = "flow_map"
-	RttscopeMapFlowRing                   = "flow_ring"
-	RttscopeMapFlowZero                   = "flow_zero"
 	RttscopeMapL3Ifaces                   = "l3_ifaces"
 	RttscopeMapSummaries                  = "summaries"
 	RttscopeMapSummaryMap                 = "summary_map"
@@ -353,6 +359,8 @@ const (
 	RttscopeVarCfgDnsNames                = "cfg_dns_names"
 	RttscopeVarCfgDnsPorts                = "cfg_dns_ports"
 	RttscopeVarCfgEventWakeupBytes        = "cfg_event_wakeup_bytes"
+	RttscopeVarCfgFlowBuckets             = "cfg_flow_buckets"
+	RttscopeVarCfgFlowSeed                = "cfg_flow_seed"
 	RttscopeVarCfgFlowSummary             = "cfg_flow_summary"
 	RttscopeVarCfgHaveL3Ifaces            = "cfg_have_l3_ifaces"
 	RttscopeVarCfgIncludeSyn              = "cfg_include_syn"
@@ -445,8 +453,6 @@ type RttscopeMapSpecs struct {
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	EvictScratch   *ebpf.MapSpec `ebpf:"evict_scratch"`
 	FlowMap        *ebpf.MapSpec `ebpf:"flow_map"`
-	FlowRing       *ebpf.MapSpec `ebpf:"flow_ring"`
-	FlowZero       *ebpf.MapSpec `ebpf:"flow_zero"`
 	L3Ifaces       *ebpf.MapSpec `ebpf:"l3_ifaces"`
 	Summaries      *ebpf.MapSpec `ebpf:"summaries"`
 	SummaryMap     *ebpf.MapSpec `ebpf:"summary_map"`
@@ -469,6 +475,8 @@ type RttscopeVariableSpecs struct {
 	CfgDnsNames           *ebpf.VariableSpec `ebpf:"cfg_dns_names"`
 	CfgDnsPorts           *ebpf.VariableSpec `ebpf:"cfg_dns_ports"`
 	CfgEventWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_event_wakeup_bytes"`
+	CfgFlowBuckets        *ebpf.VariableSpec `ebpf:"cfg_flow_buckets"`
+	CfgFlowSeed           *ebpf.VariableSpec `ebpf:"cfg_flow_seed"`
 	CfgFlowSummary        *ebpf.VariableSpec `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.VariableSpec `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.VariableSpec `ebpf:"cfg_include_syn"`
@@ -524,8 +532,6 @@ type RttscopeMaps struct {
 	Events         *ebpf.Map `ebpf:"events"`
 	EvictScratch   *ebpf.Map `ebpf:"evict_scratch"`
 	FlowMap        *ebpf.Map `ebpf:"flow_map"`
-	FlowRing       *ebpf.Map `ebpf:"flow_ring"`
-	FlowZero       *ebpf.Map `ebpf:"flow_zero"`
 	L3Ifaces       *ebpf.Map `ebpf:"l3_ifaces"`
 	Summaries      *ebpf.Map `ebpf:"summaries"`
 	SummaryMap     *ebpf.Map `ebpf:"summary_map"`
@@ -549,8 +555,6 @@ func (m *RttscopeMaps) Close() error {
 		m.Events,
 		m.EvictScratch,
 		m.FlowMap,
-		m.FlowRing,
-		m.FlowZero,
 		m.L3Ifaces,
 		m.Summaries,
 		m.SummaryMap,
@@ -574,6 +578,8 @@ type RttscopeVariables struct {
 	CfgDnsNames           *ebpf.Variable `ebpf:"cfg_dns_names"`
 	CfgDnsPorts           *ebpf.Variable `ebpf:"cfg_dns_ports"`
 	CfgEventWakeupBytes   *ebpf.Variable `ebpf:"cfg_event_wakeup_bytes"`
+	CfgFlowBuckets        *ebpf.Variable `ebpf:"cfg_flow_buckets"`
+	CfgFlowSeed           *ebpf.Variable `ebpf:"cfg_flow_seed"`
 	CfgFlowSummary        *ebpf.Variable `ebpf:"cfg_flow_summary"`
 	CfgHaveL3Ifaces       *ebpf.Variable `ebpf:"cfg_have_l3_ifaces"`
 	CfgIncludeSyn         *ebpf.Variable `ebpf:"cfg_include_syn"`

@@ -121,7 +121,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, keep func(name string) bool) {
 	all.DurationVar(&c.TCPFlowTimeout, "tcp-flow-timeout", c.TCPFlowTimeout, "forget TCP flows idle this long (reported as closing due to flow timeout)")
 	all.DurationVar(&c.OtherFlowTimeout, "icmp-flow-timeout", c.OtherFlowTimeout, "forget ICMP and UDP (DNS, QUIC) flows idle this long")
 	all.DurationVar(&c.TimestampTimeout, "timestamp-timeout", c.TimestampTimeout, "drop timestamps not answered within this time")
-	all.Uint32Var(&c.FlowMapSize, "flow-map-size", c.FlowMapSize, "maximum number of concurrent flows tracked in the kernel")
+	all.Uint32Var(&c.FlowMapSize, "flow-map-size", c.FlowMapSize, "concurrent flows the kernel's flow table is sized for (two slots each, in buckets of 4: a few flows may find their bucket full)")
 	all.Uint32Var(&c.TimestampMapSize, "timestamp-map-size", c.TimestampMapSize, "maximum number of outstanding timestamps in the kernel")
 	all.Uint32Var(&c.RingbufSize, "ringbuf-size", c.RingbufSize, "size of the kernel-to-user event ring buffer in bytes (power of two)")
 	all.VarP(&switchedInterval{every: &r.AggregateInterval, on: &c.Aggregate}, "aggregate", "a", "aggregated mode: summarise RTTs (histograms, quantiles) and traffic per IP prefix in the kernel and report every INTERVAL, in seconds (ePPing style, e.g. 10) or a duration (e.g. 500ms), instead of per-sample and flow events; 0 = off")

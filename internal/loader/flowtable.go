@@ -1,0 +1,60 @@
+package loader
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/rttscope/rttscope/internal/probe"
+)
+
+// The flow table (bpf/flowtable.h) is an array of buckets of flowWays
+// slots each: a flow lives in one of the slots of the bucket its key
+// hashes to, so a bucket can be full while others have room. The table
+// has flowSlack slots per flow of --flow-map-size: with random placement
+// (a Poisson count of flows per bucket), --flow-map-size flows leave about
+// 4 % of them in a full bucket (20 % with one slot per flow), half as many
+// flows 0.4 %. Such a flow replaces a replaceable neighbour or is refused
+// (flow_map_full), as every flow beyond the hash map's size was.
+const (
+	flowWays  = 4 // FLOW_WAYS
+	flowSlack = 2
+)
+
+// flowTagClaimed is FLOW_TAG_CLAIMED: a slot's tag above it is a flow.
+const flowTagClaimed = 1
+
+// replayFlowSeed is the hash seed of replay: fixed, so that which flows
+// share a bucket, and so which one a full bucket evicts, is the same from
+// run to run and the output with it.
+const replayFlowSeed = 0x7274747363_6f7065 // "rttscope"
+
+// flowBuckets is the bucket count of a table for n flows.
+func flowBuckets(n uint32) uint32 {
+	return uint32((uint64(n)*flowSlack + flowWays - 1) / flowWays)
+}
+
+// FlowTableSlots is how many flows a table sized for n (--flow-map-size)
+// can hold at most: its slots.
+func FlowTableSlots(n uint32) uint32 { return flowBuckets(n) * flowWays }
+
+// flowSeed is the flow table's hash seed: random at each live load, so
+// that the tuples that share a bucket cannot be chosen from outside.
+func flowSeed(replay bool) (uint64, error) {
+	if replay {
+		return replayFlowSeed, nil
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("flow table seed: %w", err)
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+// tupleBytes is the key's memory as the kernel wrote it (struct
+// network_tuple: the generated type has the C layout), for the decoders
+// that read the events' tuples.
+func tupleBytes(k *probe.RttscopeNetworkTuple) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(k)), unsafe.Sizeof(*k))
+}
