@@ -44,7 +44,11 @@ struct flow_dir_state {
 	 * direction, for the ACKs' filter (reply_may_match). Written, with
 	 * ts_ring, by this side's timestamped packets only. */
 	__u32 pending[2];
-	__u32 reserved2;
+	/* The QUIC spin source's candidate edge (id_quic_spin.h): its time
+	 * after the direction's last accepted edge, in ns. Here rather than
+	 * in struct quic_spin_dir, whose 16 bytes are full: the spare word
+	 * costs no memory. */
+	__u32 spin_cand;
 	__u64 base_sent_pkts, base_sent_bytes; /* own totals at activation */
 	__u64 base_rec_pkts, base_rec_bytes; /* the other side's, likewise */
 };
@@ -116,6 +120,8 @@ enum quic_spin_flags {
 	QUIC_SPIN_SEEN = 2, /* a spin value was seen */
 	QUIC_SPIN_VALID = 4, /* a window passed: samples are reported */
 	QUIC_SPIN_RANDOM = 8, /* the bit looks random: no samples */
+	QUIC_SPIN_CAND = 16, /* a packet flipped the bit: a candidate edge */
+	QUIC_SPIN_REVERTED = 32, /* and the next one flipped it back */
 };
 
 struct flow_state {

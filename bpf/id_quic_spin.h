@@ -11,11 +11,25 @@
  * There is no identifier to echo: each direction keeps its spin state in
  * its half of the flow (struct quic_spin_dir) and reports the interval
  * between accepted edges; the timestamp map is not used. Filters:
- *  - an edge closer to the previous accepted one than 1/8 of the running
- *    RTT estimate is rejected, and the direction keeps the value of the
- *    accepted edge: a packet of the previous period reordered after an
- *    edge flips the bit back, which is rejected, and the packets after it,
- *    which carry the accepted value again, are no edge at all;
+ *  - a flip is only a candidate edge until a later packet confirms it, so
+ *    that one stray packet of the previous period, which a reordering
+ *    queue may deliver long after the edge, flips the bit back and forth
+ *    without giving a sample. The next packet carries the candidate's
+ *    value: confirmed. It flips back within 1/4 of the running RTT
+ *    estimate: one of the two was a stray, and the packet after them says
+ *    which (the candidate's value again: the flip back was; the old value:
+ *    the candidate was). It flips back later: a flow sending one packet
+ *    per period, whose every packet is an edge; the candidate is
+ *    confirmed and this packet is the next candidate (such a flow's last
+ *    edge waits for a packet that never comes). The sample carries the
+ *    time of its edge, not of the confirming packet. Flips rejected so
+ *    count in quic_spin_rejected. In a replay, a packet stamped before
+ *    the last edge (a capture may keep a delayed packet's first time) is
+ *    ignored;
+ *  - a confirmed edge closer to the previous accepted one than 1/8 of the
+ *    estimate is rejected too, and the direction keeps the value of the
+ *    accepted edge. Several stray packets in a row can still pass as an
+ *    edge (docs/sources.md);
  *  - endpoints that disable spinning send a constant bit (no edges, no
  *    samples) or a random one, chosen per packet (RFC 9000 recommends
  *    either): then about every second packet is an edge. Each direction
@@ -38,6 +52,8 @@
 #define QUIC_RANDOM_MIN	  20 /* packets per window that look random: */
 #define QUIC_RANDOM_MAX	  48 /* 1.25 to 3 per edge */
 #define QUIC_REJECT_SHIFT 3 /* edges closer than estimate / 8 */
+#define QUIC_STRAY_SHIFT  2 /* a flip back within estimate / 4: a stray */
+#define QUIC_SPIN_FAR	  0xffffffffU /* candidate offset beyond 32 bits */
 #define QUIC_HDR_LONG	  0x80
 #define QUIC_HDR_FIXED	  0x40
 #define QUIC_HDR_SPIN	  0x20
@@ -69,44 +85,28 @@ static __always_inline int parse_quic(struct parsing_context *pctx,
 	return 0;
 }
 
-/* Runs on every packet of the flow; returns whether an edge of this
- * direction gives a sample, left in p->quic.sample. s is the sender's
- * half. */
-static __always_inline bool quic_spin_on_flow(struct packet_info *p,
-					      struct quic_spin_dir *s)
+/* An edge at time edge is confirmed (see quic_spin_on_flow): it becomes the
+ * direction's accepted edge unless it comes too soon after the last one.
+ * Returns whether it gives a sample, left in p->quic.sample. */
+static __always_inline bool quic_spin_accept(struct packet_info *p,
+					     struct quic_spin_dir *s, __u64 edge)
 {
-	__u64 now, interval;
+	__u64 interval;
 	__u32 est, sample;
-	__u8 value;
 
-	p->pid_valid = false;
-	if (!p->quic.short_hdr || (s->flags & QUIC_SPIN_RANDOM))
-		return 0;
-	if (s->win_pkts < 0xffff)
-		s->win_pkts++;
-	value = p->quic.spin ? QUIC_SPIN_VALUE : 0;
-	if (!(s->flags & QUIC_SPIN_SEEN)) {
-		s->flags |= QUIC_SPIN_SEEN | value;
-		return 0;
-	}
-	if ((s->flags & QUIC_SPIN_VALUE) == value)
-		return 0;
-	/* An edge; the stored value follows it only once it is accepted. */
-
-	now = packet_time(p); /* the clock is read at edges only */
-	if (!s->last_edge || now < s->last_edge) {
+	if (!s->last_edge) {
 		s->flags ^= QUIC_SPIN_VALUE;
-		s->last_edge = now;
+		s->last_edge = edge;
 		return 0;
 	}
-	interval = now - s->last_edge;
+	interval = edge - s->last_edge;
 	est = s->est;
 	if (est && interval < est >> QUIC_REJECT_SHIFT) {
 		count(COUNTER_QUIC_SPIN_REJECTED);
 		return 0;
 	}
 	s->flags ^= QUIC_SPIN_VALUE;
-	s->last_edge = now;
+	s->last_edge = edge;
 	sample = interval > 0xffffffffULL ? 0xffffffff : interval;
 	s->est = est ? est - (est >> 3) + (sample >> 3) : sample;
 	if (++s->win_edges >= QUIC_SPIN_WINDOW) {
@@ -124,6 +124,110 @@ static __always_inline bool quic_spin_on_flow(struct packet_info *p,
 		return 0;
 	p->quic.sample = interval;
 	return 1;
+}
+
+/* Whether a sample was given; if so, it is stamped with its edge's time. */
+static __always_inline bool quic_spin_sample(struct packet_info *p,
+					     bool sampled, __u64 edge)
+{
+	if (sampled)
+		p->time = edge;
+	return sampled;
+}
+
+/* The time of the candidate edge: *cand nanoseconds after the last
+ * accepted edge, QUIC_SPIN_FAR when that did not fit 32 bits. */
+static __always_inline __u32 quic_spin_offset(const struct quic_spin_dir *s,
+					      __u64 now)
+{
+	__u64 off = now - s->last_edge;
+
+	return off >= QUIC_SPIN_FAR ? QUIC_SPIN_FAR : off;
+}
+
+/* Runs on every packet of the flow; returns whether a confirmed edge of
+ * this direction gives a sample, left in p->quic.sample. The sample is its
+ * edge's: p->time becomes the edge packet's time, one packet back (the
+ * flow's last_seen then lags by that packet; nothing else of a QUIC packet
+ * reads the time afterwards). s is the sender's half, *cand its candidate
+ * edge. */
+static __always_inline bool quic_spin_on_flow(struct packet_info *p,
+					      struct quic_spin_dir *s,
+					      __u32 *cand)
+{
+	__u8 pending, value;
+	__u64 now, edge;
+	bool sampled;
+
+	p->pid_valid = false;
+	if (!p->quic.short_hdr || (s->flags & QUIC_SPIN_RANDOM))
+		return 0;
+	if (s->win_pkts < 0xffff)
+		s->win_pkts++;
+	value = p->quic.spin ? QUIC_SPIN_VALUE : 0;
+	if (!(s->flags & QUIC_SPIN_SEEN)) {
+		s->flags |= QUIC_SPIN_SEEN | value;
+		return 0;
+	}
+	pending = s->flags & (QUIC_SPIN_CAND | QUIC_SPIN_REVERTED);
+	if (!pending && (s->flags & QUIC_SPIN_VALUE) == value)
+		return 0; /* the steady state: no clock read */
+
+	now = packet_time(p);
+	if (now < s->last_edge)
+		return 0; /* replay: stamped before the edge, says nothing */
+	if (!s->last_edge) /* the first edge only starts the measurement */
+		return quic_spin_accept(p, s, now);
+	if (!pending) {
+		s->flags |= QUIC_SPIN_CAND;
+		*cand = quic_spin_offset(s, now);
+		return 0;
+	}
+	edge = s->last_edge + *cand;
+	if (*cand != QUIC_SPIN_FAR && now < edge)
+		return 0; /* replay: stamped before the candidate */
+	if ((s->flags & QUIC_SPIN_VALUE) != value) {
+		/* The candidate's value again: confirmed (if it was flipped
+		 * back in between, that packet was the stray one). */
+		if (pending & QUIC_SPIN_REVERTED)
+			count(COUNTER_QUIC_SPIN_REJECTED);
+		s->flags &= ~(QUIC_SPIN_CAND | QUIC_SPIN_REVERTED);
+		if (*cand == QUIC_SPIN_FAR) {
+			/* Idle for seconds: no sample, start over. */
+			s->flags ^= QUIC_SPIN_VALUE;
+			s->last_edge = now;
+			return 0;
+		}
+		return quic_spin_sample(p, quic_spin_accept(p, s, edge), edge);
+	}
+	if (pending & QUIC_SPIN_REVERTED) {
+		/* Two packets with the old value after the candidate: the
+		 * candidate was a stray packet of the previous period. */
+		s->flags &= ~(QUIC_SPIN_CAND | QUIC_SPIN_REVERTED);
+		count(COUNTER_QUIC_SPIN_REJECTED);
+		return 0;
+	}
+	if (*cand == QUIC_SPIN_FAR) {
+		/* Flipped back after seconds of silence: start over here. */
+		s->flags &= ~QUIC_SPIN_CAND;
+		s->last_edge = now;
+		return 0;
+	}
+	/* Flipped back right after the candidate. Soon after it (within
+	 * est / 4): one packet of the pair was a stray, the next packet
+	 * tells which. Later: a flow sending one packet per period, whose
+	 * every packet is an edge; the candidate was real, and if it is
+	 * accepted this packet is the next candidate. */
+	if (now - edge < s->est >> QUIC_STRAY_SHIFT) {
+		s->flags |= QUIC_SPIN_REVERTED;
+		return 0;
+	}
+	sampled = quic_spin_accept(p, s, edge);
+	if ((s->flags & QUIC_SPIN_VALUE) != value)
+		*cand = quic_spin_offset(s, now);
+	else
+		s->flags &= ~QUIC_SPIN_CAND;
+	return quic_spin_sample(p, sampled, edge);
 }
 
 #endif /* RTTSCOPE_ID_QUIC_SPIN_H */

@@ -664,7 +664,7 @@ static __always_inline void handle_packet(void *ctx,
 		if (cfg_track_dns && p.dns.kind == SRC_INFO_DNS)
 			dns_on_flow(&p, snd);
 		if (cfg_track_quic && p.quic.kind == SRC_INFO_QUIC &&
-		    quic_spin_on_flow(&p, &fs->spin[side]))
+		    quic_spin_on_flow(&p, &fs->spin[side], &snd->spin_cand))
 			record_quic_sample(&p, &key, snd, orig, side);
 		timestamp_packet(ctx, &p, snd);
 		answer_dir(&p, orig);

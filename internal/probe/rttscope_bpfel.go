@@ -174,7 +174,7 @@ type RttscopeFlowState struct {
 		Reserved      [2]uint8
 		Echoed        uint32
 		Pending       [2]uint32
-		Reserved2     uint32
+		SpinCand      uint32
 		BaseSentPkts  uint64
 		BaseSentBytes uint64
 		BaseRecPkts   uint64

@@ -77,8 +77,14 @@ func spinning(p path, rtt int64, perRTT, rtts int) (steps []step, edges [2]int) 
 
 // quicWant is what a spinning direction with n edges reports: the first
 // edge starts the measurement, the next 16 are the first window, whose
-// last gives the first sample.
-func quicWant(edges int) int { return max(0, edges-16) }
+// last gives the first sample. An edge counts once a later packet confirms
+// it: with one packet per RTT the last packet's edge never is.
+func quicWant(edges, perRTT int) int {
+	if perRTT == 1 {
+		edges--
+	}
+	return max(0, edges-16)
+}
 
 // TestQUICSpin: a connection that spins gives samples of exactly the
 // spin period (the end-to-end RTT) in each direction, from its 16th
@@ -109,8 +115,8 @@ func TestQUICSpin(t *testing.T) {
 					t.Errorf("sample %+v: want %v, quic_spin", r, time.Duration(rtt))
 				}
 			}
-			if n[0] != quicWant(edges[0]) || n[1] != quicWant(edges[1]) {
-				t.Errorf("samples per direction %v, want %d %d (edges %v)", n, quicWant(edges[0]), quicWant(edges[1]), edges)
+			if n[0] != quicWant(edges[0], c.perRTT) || n[1] != quicWant(edges[1], c.perRTT) {
+				t.Errorf("samples per direction %v, want %d %d (edges %v)", n, quicWant(edges[0], c.perRTT), quicWant(edges[1], c.perRTT), edges)
 			}
 			// ePPing's flow events: each direction opens when the
 			// other side first answers, named from the answering side.
@@ -158,8 +164,66 @@ func TestQUICSpinReordering(t *testing.T) {
 			t.Errorf("sample %v at t0%+d: want %v", r.RTT, r.Time-t0, time.Duration(rtt))
 		}
 	}
-	if s := h.stats(); s.QUICSpinRejected != 1 || n != quicWant(edges[0]) {
-		t.Errorf("rejected edges %d, want 1; client samples %d, want %d", s.QUICSpinRejected, n, quicWant(edges[0]))
+	if s := h.stats(); s.QUICSpinRejected != 1 || n != quicWant(edges[0], 6) {
+		t.Errorf("rejected edges %d, want 1; client samples %d, want %d", s.QUICSpinRejected, n, quicWant(edges[0], 6))
+	}
+}
+
+// TestQUICSpinLateStray: a packet of the previous spin period that a
+// stalled queue delivers long after the edge (0.6 RTT, far more than the
+// 1/8 RTT the reordering filter allows; seen under emulation, where one
+// CPU's backlog waited 146 ms) flips the bit back and forth again. Stamped
+// when it arrives (live), the flip is a candidate edge that the next two
+// packets reject; stamped when it was sent (a capture may keep that
+// time), it is older than the last edge and ignored. Either way every
+// sample stays the spin period and the count is unchanged.
+func TestQUICSpinLateStray(t *testing.T) {
+	const rtt = 30 * ms
+	for _, c := range []struct {
+		name     string
+		stamped  func(sent, arrived int64) int64
+		rejected uint64
+	}{
+		{"arrival-stamped", func(_, arrived int64) int64 { return arrived }, 1},
+		{"send-stamped", func(sent, _ int64) int64 { return sent }, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := quicPath4
+			steps, edges := spinning(p, rtt, 6, 40)
+			gap := rtt / 6
+			// The client's last packet of period 24 arrives after
+			// every step up to 25.6 RTT.
+			var from, to int
+			for i, s := range steps {
+				if s.egress && s.at == 25*rtt-gap {
+					from = i
+				}
+				if s.at <= 25*rtt+rtt*6/10 {
+					to = i
+				}
+			}
+			if from == 0 {
+				t.Fatal("no client packet at 25 RTT - gap")
+			}
+			stray := steps[from]
+			stray.at = c.stamped(stray.at, steps[to].at+1)
+			reordered := append(append(append([]step{}, steps[:from]...), steps[from+1:to+1]...), stray)
+			reordered = append(reordered, steps[to+1:]...)
+			h := newHarness(t, quicConfig())
+			h.run(reordered)
+			var n int
+			for _, r := range h.takeRTTs() {
+				if r.Flow == p.udpFlow(true) {
+					n++
+				}
+				if r.RTT != time.Duration(rtt) {
+					t.Errorf("sample %v at t0%+d: want %v", r.RTT, r.Time-t0, time.Duration(rtt))
+				}
+			}
+			if s := h.stats(); s.QUICSpinRejected != c.rejected || n != quicWant(edges[0], 6) {
+				t.Errorf("rejected flips %d, want %d; client samples %d, want %d", s.QUICSpinRejected, c.rejected, n, quicWant(edges[0], 6))
+			}
+		})
 	}
 }
 
