@@ -150,10 +150,10 @@ static __always_inline __u32 quic_spin_offset(const struct quic_spin_dir *s,
  * edge's: p->time becomes the edge packet's time, one packet back (the
  * flow's last_seen then lags by that packet; nothing else of a QUIC packet
  * reads the time afterwards). s is the sender's half, *cand its candidate
- * edge. */
-static __always_inline bool quic_spin_on_flow(struct packet_info *p,
-					      struct quic_spin_dir *s,
-					      __u32 *cand)
+ * edge. Not inlined: its locals would grow the packet path's stack frame,
+ * and the batched replay's call chain is at 6.1's 512-byte limit. */
+static __noinline bool quic_spin_on_flow(struct packet_info *p,
+					 struct quic_spin_dir *s, __u32 *cand)
 {
 	__u8 pending, value;
 	__u64 now, edge;
