@@ -88,8 +88,8 @@ static __always_inline int parse_quic(struct parsing_context *pctx,
 /* An edge at time edge is confirmed (see quic_spin_on_flow): it becomes the
  * direction's accepted edge unless it comes too soon after the last one.
  * Returns whether it gives a sample, left in p->quic.sample. */
-static __always_inline bool quic_spin_accept(struct packet_info *p,
-					     struct quic_spin_dir *s, __u64 edge)
+static __always_inline bool
+quic_spin_accept(struct packet_info *p, struct quic_spin_dir *s, __u64 edge)
 {
 	__u64 interval;
 	__u32 est, sample;

@@ -30,6 +30,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -53,39 +54,43 @@ const tcxNext = -1
 
 func main() {
 	var held, missing []string
-	hold := func(key string, err error) {
+	var closers []io.Closer
+	hold := func(key string, c io.Closer, err error) {
 		if err != nil {
 			missing = append(missing, fmt.Sprintf("%s (%v)", key, err))
 			return
 		}
 		held = append(held, key)
+		closers = append(closers, c)
 	}
 	ifindex, err := idleDevice()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "holdkeys: %v\n", err)
 		os.Exit(1)
 	}
-	// Everything held stays referenced from alive: a link or program that
-	// the garbage collector finalized would let its key go.
+	// Everything held stays referenced from closers until the end: a
+	// link that the garbage collector finalized would let its key go.
 	tcx, err := attachTCX(ifindex)
-	hold("tcx_needed_key", err)
+	hold("tcx_needed_key", tcx, err)
 	xdp, err := attachGenericXDP(ifindex)
-	hold("generic_xdp_needed_key", err)
+	hold("generic_xdp_needed_key", xdp, err)
 	sock, err := timestampingSocket()
-	hold("netstamp_needed_key", err)
+	hold("netstamp_needed_key", sock, err)
 
 	fmt.Printf("holdkeys: holding %s", strings.Join(held, ", "))
 	if len(missing) > 0 {
 		fmt.Printf("; not held: %s", strings.Join(missing, "; "))
 	}
 	fmt.Println("\nready")
-	alive = []any{tcx, xdp, sock}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, unix.SIGTERM, unix.SIGINT)
 	<-stop
+	for _, c := range closers {
+		if err := c.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "holdkeys: %v\n", err)
+		}
+	}
 }
-
-var alive []any
 
 func idleDevice() (int, error) {
 	// A veth pair rather than a dummy device: the tests need veth anyway,
@@ -128,14 +133,16 @@ func attachGenericXDP(ifindex int) (link.Link, error) {
 	return link.AttachXDP(link.XDPOptions{Interface: ifindex, Program: p, Flags: link.XDPGenericMode})
 }
 
-func timestampingSocket() (int, error) {
+// timestampingSocket is a UDP socket that asked for receive timestamps.
+func timestampingSocket() (io.Closer, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
+	f := os.NewFile(uintptr(fd), "timestamping socket")
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
-		unix.Close(fd)
-		return -1, err
+		f.Close()
+		return nil, err
 	}
-	return fd, nil
+	return f, nil
 }
