@@ -153,6 +153,14 @@ func TestQUICSpinReordering(t *testing.T) {
 	edge, late := steps[at], steps[at-2]
 	steps[at-2] = step{edge.at, edge.frame, true}
 	steps[at] = step{edge.at + 1000, late.frame, true}
+	checkSpinPeriods(t, p, steps, rtt, 1, quicWant(edges[0], 6))
+}
+
+// checkSpinPeriods plays steps and checks that every sample is exactly the
+// spin period, that the client's direction gave want samples and that
+// rejected flips were counted.
+func checkSpinPeriods(t *testing.T, p path, steps []step, rtt int64, rejected uint64, want int) {
+	t.Helper()
 	h := newHarness(t, quicConfig())
 	h.run(steps)
 	var n int
@@ -164,8 +172,8 @@ func TestQUICSpinReordering(t *testing.T) {
 			t.Errorf("sample %v at t0%+d: want %v", r.RTT, r.Time-t0, time.Duration(rtt))
 		}
 	}
-	if s := h.stats(); s.QUICSpinRejected != 1 || n != quicWant(edges[0], 6) {
-		t.Errorf("rejected edges %d, want 1; client samples %d, want %d", s.QUICSpinRejected, n, quicWant(edges[0], 6))
+	if s := h.stats(); s.QUICSpinRejected != rejected || n != want {
+		t.Errorf("rejected flips %d, want %d; client samples %d, want %d", s.QUICSpinRejected, rejected, n, want)
 	}
 }
 
@@ -209,20 +217,7 @@ func TestQUICSpinLateStray(t *testing.T) {
 			stray.at = c.stamped(stray.at, steps[to].at+1)
 			reordered := append(append(append([]step{}, steps[:from]...), steps[from+1:to+1]...), stray)
 			reordered = append(reordered, steps[to+1:]...)
-			h := newHarness(t, quicConfig())
-			h.run(reordered)
-			var n int
-			for _, r := range h.takeRTTs() {
-				if r.Flow == p.udpFlow(true) {
-					n++
-				}
-				if r.RTT != time.Duration(rtt) {
-					t.Errorf("sample %v at t0%+d: want %v", r.RTT, r.Time-t0, time.Duration(rtt))
-				}
-			}
-			if s := h.stats(); s.QUICSpinRejected != c.rejected || n != quicWant(edges[0], 6) {
-				t.Errorf("rejected flips %d, want %d; client samples %d, want %d", s.QUICSpinRejected, c.rejected, n, quicWant(edges[0], 6))
-			}
+			checkSpinPeriods(t, p, reordered, rtt, c.rejected, quicWant(edges[0], 6))
 		})
 	}
 }
