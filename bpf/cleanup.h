@@ -6,9 +6,10 @@
  *  - where the kernel refuses those (some security policies do), a tc
  *    program that user space runs with BPF_PROG_TEST_RUN and that walks the
  *    maps with bpf_for_each_map_elem (5.13+).
- * The flow table is an array (flowtable.h): both walks visit every slot and
- * skip the empty ones; a flow is deleted by swapping its tag. Deleting the
- * current element is safe in both walks on the timestamp map (a hash). */
+ * The flow table is an array (flowtable.h): both walks go over its bitmap
+ * of slots in use, flow_used, and visit only those; a flow is deleted by
+ * swapping its tag. Deleting the current element is safe in both walks on
+ * the timestamp map (a hash). */
 #ifndef RTTSCOPE_CLEANUP_H
 #define RTTSCOPE_CLEANUP_H
 
@@ -107,18 +108,32 @@ static __always_inline void expire_ts(const struct packet_id *kp, __u64 sent,
 		outstanding_dec(&fslot->state.dir[side]);
 }
 
+/* Expires the idle flows among the slots that word `word` of flow_used
+ * marks in use. */
+static __always_inline void expire_used(__u32 word, __u64 used, __u64 now)
+{
+	struct flow_slot *s;
+	int b;
+
+	for (b = 0; b < FLOW_USED_BITS && used; b++, used >>= 1) {
+		if (!(used & 1))
+			continue;
+		/* As a map value pointer, the slot may be written (its tag). */
+		s = flow_slot_at(word * FLOW_USED_BITS + b);
+		if (s)
+			expire_flow(s, READ_ONCE(s->tag), now);
+	}
+}
+
+/* Iterates flow_used. */
 SEC("iter/bpf_map_elem")
 int rttscope_cleanup_flows(struct bpf_iter__bpf_map_elem *ctx)
 {
-	__u32 *i = ctx->key;
-	struct flow_slot *s;
+	__u32 *word = ctx->key;
+	__u64 *used = ctx->value;
 
-	if (!i || !ctx->value)
-		return 0;
-	/* As a map value pointer, the slot may be written (its tag). */
-	s = flow_slot_at(*i);
-	if (s)
-		expire_flow(s, READ_ONCE(s->tag), cleanup_now());
+	if (word && used && *used)
+		expire_used(*word, *used, cleanup_now());
 	return 0;
 }
 
@@ -133,30 +148,40 @@ int rttscope_cleanup_timestamps(struct bpf_iter__bpf_map_elem *ctx)
 	return 0;
 }
 
-/* Periodic per-flow summaries (--flow-summary-interval). Without iterators
- * user space reads flow_map (the flow table) and summary_map itself
- * instead. */
+/* Periodic per-flow summaries (--flow-summary-interval), iterating
+ * flow_used. Without iterators user space reads flow_map (the flow table)
+ * and summary_map itself instead. */
 SEC("iter/bpf_map_elem")
 int rttscope_flow_summaries(struct bpf_iter__bpf_map_elem *ctx)
 {
 	struct network_tuple key;
-	__u32 *i = ctx->key;
+	__u32 *word = ctx->key;
+	__u64 *used = ctx->value;
 	struct flow_slot *s;
+	__u64 bits;
+	int b;
 
-	if (!i || !ctx->value)
+	if (!word || !used)
 		return 0;
-	/* As a map value pointer, the state may be indexed by a variable. */
-	s = flow_slot_at(*i);
-	if (!s || READ_ONCE(s->tag) <= FLOW_TAG_CLAIMED)
-		return 0;
-	key = s->key;
-	summary_write(ctx->meta->seq, &key, &s->state, cleanup_now());
+	bits = *used;
+	for (b = 0; b < FLOW_USED_BITS && bits; b++, bits >>= 1) {
+		if (!(bits & 1))
+			continue;
+		/* As a map value pointer, the state may be indexed by a
+		 * variable. */
+		s = flow_slot_at(*word * FLOW_USED_BITS + b);
+		if (!s || READ_ONCE(s->tag) <= FLOW_TAG_CLAIMED)
+			continue;
+		key = s->key;
+		summary_write(ctx->meta->seq, &key, &s->state, cleanup_now());
+	}
 	return 0;
 }
 
-static long expire_flow_cb(void *map, __u32 *i, struct flow_slot *s, __u64 *now)
+static long expire_used_cb(void *map, __u32 *word, __u64 *used, __u64 *now)
 {
-	expire_flow(s, READ_ONCE(s->tag), *now);
+	if (*used)
+		expire_used(*word, *used, *now);
 	return 0;
 }
 
@@ -174,7 +199,7 @@ int rttscope_cleanup_run(struct __sk_buff *skb)
 {
 	__u64 now = cleanup_now();
 
-	bpf_for_each_map_elem(&flow_map, expire_flow_cb, &now, 0);
+	bpf_for_each_map_elem(&flow_used, expire_used_cb, &now, 0);
 	bpf_for_each_map_elem(&ts_map, expire_ts_cb, &now, 0);
 	return TC_NEXT;
 }

@@ -36,7 +36,7 @@
 struct flow_slot {
 	__u64 tag;
 	struct network_tuple key;
-	__u32 reserved;
+	__u32 index; /* this slot's own index in flow_map, for flow_used */
 	struct flow_state state;
 };
 
@@ -50,6 +50,22 @@ struct {
 	__type(value, struct flow_slot);
 	__uint(max_entries, 16384 * FLOW_WAYS);
 } flow_map SEC(".maps");
+
+/* Which slots hold something: bit i % 64 of word i / 64 is set while slot
+ * i is claimed or published. The walks over the table (cleanup, summaries)
+ * read this bitmap, 1 bit per slot, and then only the slots in use, where a
+ * walk of flow_map would read every slot of a mostly empty table (65 MB at
+ * the default size, every --cleanup-interval).
+ * max_entries = FLOW_USED_WORDS(slots), set by the loader. */
+#define FLOW_USED_BITS	       64
+#define FLOW_USED_WORDS(slots) (((slots) + FLOW_USED_BITS - 1) / FLOW_USED_BITS)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, FLOW_USED_WORDS(16384 * FLOW_WAYS));
+} flow_used SEC(".maps");
 
 /* Where a key lives: the first slot of its bucket, and its tag. */
 struct flow_ref {
@@ -117,10 +133,26 @@ static __always_inline bool flow_take(struct flow_slot *s, __u64 tag)
 		       tag;
 }
 
-/* Empties a slot taken by flow_take(). A swap rather than a store: it also
- * orders the caller's reads of the slot before the slot can be reused. */
+/* Sets (delta 1) or clears (delta -1) slot i's bit in flow_used. Only the
+ * CPU that holds the slot claimed calls this, so a bit is never added while
+ * set nor taken while clear, and an atomic add does what an atomic or /
+ * and-not would (those need BPF's v3 instruction set; the objects are v1). */
+static __always_inline void flow_used_add(__u32 i, __s64 delta)
+{
+	__u32 word = i / FLOW_USED_BITS;
+	__u64 *w = bpf_map_lookup_elem(&flow_used, &word);
+
+	if (w)
+		__sync_fetch_and_add(w, delta << (i % FLOW_USED_BITS));
+}
+
+/* Empties a slot taken by flow_take(). Its bit goes first, while the slot
+ * is still claimed: a creator can only set it again after the swap below.
+ * A swap rather than a store: it also orders the caller's reads of the slot
+ * before the slot can be reused. */
 static __always_inline void flow_free(struct flow_slot *s)
 {
+	flow_used_add(s->index, -1);
 	__sync_val_compare_and_swap(&s->tag, FLOW_TAG_CLAIMED, 0);
 }
 
@@ -233,7 +265,9 @@ flow_create(const struct network_tuple *key, __u64 now, bool *created)
 		if (!s ||
 		    __sync_val_compare_and_swap(&s->tag, 0, FLOW_TAG_CLAIMED))
 			return NULL;
-	} else {
+		s->index = ref.base + empty;
+		flow_used_add(s->index, 1);
+	} else { /* a taken slot stays in use: its bit stays set */
 		s = flow_evict(ref.base, now);
 		if (!s)
 			return NULL;

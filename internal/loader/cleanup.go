@@ -67,7 +67,7 @@ func (o *Objects) iteratorCleaner() *Cleaner {
 	}
 	c := &Cleaner{}
 	for _, it := range []link.IterOptions{
-		{Program: o.RttscopeCleanupFlows, Map: o.FlowMap},
+		{Program: o.RttscopeCleanupFlows, Map: o.FlowUsed},
 		{Program: o.RttscopeCleanupTimestamps, Map: o.TsMap},
 	} {
 		l, err := link.AttachIter(it)

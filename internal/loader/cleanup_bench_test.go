@@ -2,6 +2,7 @@ package loader
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/rttscope/rttscope/internal/kernel"
@@ -9,9 +10,10 @@ import (
 	"github.com/rttscope/rttscope/internal/testutil"
 )
 
-// BenchmarkCleanupWalk measures one cleanup pass over 100,000 flows and
-// 100,000 timestamps, none of them due, per variant: the steady-state cost
-// paid every --cleanup-interval. `go test -run - -bench CleanupWalk
+// BenchmarkCleanupWalk measures one cleanup pass over n flows and n
+// timestamps, none of them due, in maps sized for 131,072 entries, per
+// variant: the steady-state cost paid every --cleanup-interval, for a
+// mostly empty and a nearly full table. `go test -run - -bench CleanupWalk
 // ./internal/loader` (root).
 func BenchmarkCleanupWalk(b *testing.B) {
 	if testing.Short() {
@@ -21,45 +23,51 @@ func BenchmarkCleanupWalk(b *testing.B) {
 		{CleanupIterator, ""},
 		{CleanupProgRun, string(kernel.MapElemIter)},
 	} {
-		b.Run(v.name, func(b *testing.B) {
-			b.Setenv(kernel.DisableEnv, v.disable)
-			testutil.RequireRoot(b)
-			const n = 100_000
-			cfg := DefaultConfig()
-			cfg.Replay = true // "now" is replay_now, set below: nothing is due
-			cfg.FlowMapSize, cfg.TimestampMapSize = 131072, 131072
-			o, err := Load(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer o.Close()
-			c, err := o.NewCleaner()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			if o.Variant.Cleanup != v.name {
-				b.Skipf("variant %s not available here (%v)", v.name, o.Variant.Notes)
-			}
-			const now = uint64(1e12)
-			if err := o.ReplayNow.Set(now); err != nil {
-				b.Fatal(err)
-			}
-			fillForCleanup(b, o, n, now)
-			b.ResetTimer()
-			for b.Loop() {
-				if err := c.Run(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(2*n), "ns/entry")
-		})
+		for _, n := range []int{1_000, 100_000} {
+			b.Run(fmt.Sprintf("%s/flows=%d", v.name, n), func(b *testing.B) {
+				benchmarkCleanupWalk(b, v.disable, v.name, n)
+			})
+		}
 	}
 }
 
+func benchmarkCleanupWalk(b *testing.B, disable, variant string, n int) {
+	b.Setenv(kernel.DisableEnv, disable)
+	testutil.RequireRoot(b)
+	cfg := DefaultConfig()
+	cfg.Replay = true // "now" is replay_now, set below: nothing is due
+	cfg.FlowMapSize, cfg.TimestampMapSize = 131072, 131072
+	o, err := Load(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer o.Close()
+	c, err := o.NewCleaner()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if o.Variant.Cleanup != variant {
+		b.Skipf("variant %s not available here (%v)", variant, o.Variant.Notes)
+	}
+	const now = uint64(1e12)
+	if err := o.ReplayNow.Set(now); err != nil {
+		b.Fatal(err)
+	}
+	fillForCleanup(b, o, n, now)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := c.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(2*n), "ns/entry")
+}
+
 // fillForCleanup inserts n flows and n timestamps, all last seen at now.
-// The flows go to the first n slots of the flow table: where the kernel's
-// hash would put them does not matter to a walk of every slot.
+// The flows go to the first n slots of the flow table, marked in use in
+// flow_used: where the kernel's hash would put them does not matter to a
+// walk.
 func fillForCleanup(b *testing.B, o *Objects, n int, now uint64) {
 	b.Helper()
 	var slot probe.RttscopeFlowSlot
@@ -74,8 +82,13 @@ func fillForCleanup(b *testing.B, o *Objects, n int, now uint64) {
 		binary.LittleEndian.PutUint16(k[40:], 6) // TCP
 		k[42] = 2                                // AF_INET
 		copy(tupleBytes(&slot.Key), k[:44])
+		slot.Index = uint32(i)
 		if err := o.FlowMap.Put(uint32(i), &slot); err != nil {
 			b.Fatalf("fill flow table: %v", err)
+		}
+		used := uint64(1)<<(i%flowUsedBits) | (uint64(1)<<(i%flowUsedBits) - 1) // this slot and the ones before it
+		if err := o.FlowUsed.Put(uint32(i/flowUsedBits), used); err != nil {
+			b.Fatalf("fill flow_used: %v", err)
 		}
 		if err := o.TsMap.Put(k[:], now); err != nil {
 			b.Fatalf("fill timestamp map: %v", err)

@@ -35,6 +35,13 @@ func flowBuckets(n uint32) uint32 {
 	return uint32((uint64(n)*flowSlack + flowWays - 1) / flowWays)
 }
 
+// flowUsedBits is FLOW_USED_BITS: the slots one word of flow_used, the
+// bitmap of slots in use, covers.
+const flowUsedBits = 64
+
+// flowUsedWords is the size of flow_used for a table of this many slots.
+func flowUsedWords(slots uint32) uint32 { return (slots + flowUsedBits - 1) / flowUsedBits }
+
 // FlowTableSlots is how many flows a table sized for n (--flow-map-size)
 // can hold at most: its slots.
 func FlowTableSlots(n uint32) uint32 { return flowBuckets(n) * flowWays }

@@ -244,6 +244,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	}
 	m := &s.RttscopeMapSpecs
 	m.FlowMap.MaxEntries = FlowTableSlots(cfg.FlowMapSize)
+	m.FlowUsed.MaxEntries = flowUsedWords(FlowTableSlots(cfg.FlowMapSize))
 	m.TsMap.MaxEntries = cfg.TimestampMapSize
 	m.Events.MaxEntries = cfg.RingbufSize
 	// Without aggregation the prefix maps are never written: one entry.

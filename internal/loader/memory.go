@@ -85,7 +85,7 @@ func (o *Objects) MemoryUsage() ([]MapMemory, error) {
 
 func (o *Objects) maps() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
-		"flow_map": o.FlowMap, "ts_map": o.TsMap, "events": o.Events,
+		"flow_map": o.FlowMap, "flow_used": o.FlowUsed, "ts_map": o.TsMap, "events": o.Events,
 		"agg_map0": o.AggMap0, "agg_map1": o.AggMap1, "agg_zero": o.AggZero,
 		"agg_backup": o.AggBackup, "agg_absent": o.AggAbsent, "agg_slots": o.AggSlots, "agg_global_map": o.AggGlobalMap,
 		"ts_ring":  o.TsRing,

@@ -64,7 +64,7 @@ func (o *Objects) summaryIterator() *link.Iter {
 	if o.RttscopeFlowSummaries == nil {
 		return nil
 	}
-	it, err := link.AttachIter(link.IterOptions{Program: o.RttscopeFlowSummaries, Map: o.FlowMap})
+	it, err := link.AttachIter(link.IterOptions{Program: o.RttscopeFlowSummaries, Map: o.FlowUsed})
 	if err != nil {
 		o.Variant.note("the kernel refused to attach the flow summary iterator: %s; using %s", oneLine(kernel.Explain(err)), instead)
 		return nil

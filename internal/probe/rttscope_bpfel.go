@@ -146,11 +146,11 @@ const (
 )
 
 type RttscopeFlowSlot struct {
-	_        structs.HostLayout
-	Tag      uint64
-	Key      RttscopeNetworkTuple
-	Reserved uint32
-	State    RttscopeFlowState
+	_     structs.HostLayout
+	Tag   uint64
+	Key   RttscopeNetworkTuple
+	Index uint32
+	State RttscopeFlowState
 }
 
 type RttscopeFlowState struct {
@@ -334,6 +334,7 @@ const (
 	RttscopeMapEvents                     = "events"
 	RttscopeMapEvictScratch               = "evict_scratch"
 	RttscopeMapFlowMap                    = "flow_map"
+	RttscopeMapFlowUsed                   = "flow_used"
 	RttscopeMapL3Ifaces                   = "l3_ifaces"
 	RttscopeMapSummaries                  = "summaries"
 	RttscopeMapSummaryMap                 = "summary_map"
@@ -453,6 +454,7 @@ type RttscopeMapSpecs struct {
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	EvictScratch   *ebpf.MapSpec `ebpf:"evict_scratch"`
 	FlowMap        *ebpf.MapSpec `ebpf:"flow_map"`
+	FlowUsed       *ebpf.MapSpec `ebpf:"flow_used"`
 	L3Ifaces       *ebpf.MapSpec `ebpf:"l3_ifaces"`
 	Summaries      *ebpf.MapSpec `ebpf:"summaries"`
 	SummaryMap     *ebpf.MapSpec `ebpf:"summary_map"`
@@ -532,6 +534,7 @@ type RttscopeMaps struct {
 	Events         *ebpf.Map `ebpf:"events"`
 	EvictScratch   *ebpf.Map `ebpf:"evict_scratch"`
 	FlowMap        *ebpf.Map `ebpf:"flow_map"`
+	FlowUsed       *ebpf.Map `ebpf:"flow_used"`
 	L3Ifaces       *ebpf.Map `ebpf:"l3_ifaces"`
 	Summaries      *ebpf.Map `ebpf:"summaries"`
 	SummaryMap     *ebpf.Map `ebpf:"summary_map"`
@@ -555,6 +558,7 @@ func (m *RttscopeMaps) Close() error {
 		m.Events,
 		m.EvictScratch,
 		m.FlowMap,
+		m.FlowUsed,
 		m.L3Ifaces,
 		m.Summaries,
 		m.SummaryMap,

@@ -73,6 +73,7 @@ func TestFlowTableFullBucketOfEstablishedFlows(t *testing.T) {
 	if got := h.takeRTTs(); len(got) != 1 {
 		t.Errorf("the new flow gave %d samples, want 1", len(got))
 	}
+	h.checkFlowUsed()
 }
 
 // A full bucket evicts, of its replaceable flows (none answered), the one
@@ -109,6 +110,7 @@ func TestFlowTableEvictsLeastRecentlySeen(t *testing.T) {
 	if st := h.stats(); st.FlowsEvicted != 2 || st.FlowMapFull != 0 || st.Flows != oneBucket {
 		t.Errorf("stats %+v, want 2 flows evicted, none refused, %d in the table", st, oneBucket)
 	}
+	h.checkFlowUsed()
 }
 
 // Two CPUs that see the first packet of a flow at the same moment create
@@ -188,6 +190,7 @@ func TestFlowTableConcurrentCreation(t *testing.T) {
 	if uint64(len(slots)) != st.Flows {
 		t.Errorf("%d flows in the table, the counters say %d", len(slots), st.Flows)
 	}
+	h.checkFlowUsed()
 	t.Logf("%d rounds: %d flows in the table, %d evicted, %d refused; %d rounds counted one packet only (the threads met during the creation)",
 		rounds, len(slots), st.FlowsEvicted, st.FlowMapFull, lost)
 }
@@ -204,4 +207,39 @@ func flowSlots(m *ebpf.Map) ([]probe.RttscopeFlowSlot, error) {
 		}
 	}
 	return out, it.Err()
+}
+
+// checkFlowUsed fails the test unless flow_used marks exactly the slots
+// that hold something, each slot knowing its own index (bpf/flowtable.h):
+// the walks of the table (cleanup, summaries) only visit what flow_used
+// marks. Call it when no packet is being processed.
+func (h *harness) checkFlowUsed() {
+	h.tb.Helper()
+	want := map[uint32]uint64{}
+	var i uint32
+	var s probe.RttscopeFlowSlot
+	it := h.e.objs.FlowMap.Iterate()
+	for it.Next(&i, &s) {
+		if s.Tag == 0 {
+			continue
+		}
+		want[i/64] |= 1 << (i % 64) // FLOW_USED_BITS
+		if s.Index != i {
+			h.tb.Errorf("slot %d (tag %#x) says it is slot %d", i, s.Tag, s.Index)
+		}
+	}
+	if err := it.Err(); err != nil {
+		h.tb.Fatalf("read flow table: %v", err)
+	}
+	var word uint32
+	var used uint64
+	it = h.e.objs.FlowUsed.Iterate()
+	for it.Next(&word, &used) {
+		if used != want[word] {
+			h.tb.Errorf("flow_used[%d] = %#x, the slots in use are %#x", word, used, want[word])
+		}
+	}
+	if err := it.Err(); err != nil {
+		h.tb.Fatalf("read flow_used: %v", err)
+	}
 }

@@ -47,4 +47,5 @@ func TestOverloadEviction(t *testing.T) {
 	if st.Flows > uint64(loader.FlowTableSlots(64)) || st.Timestamps > 64 {
 		t.Errorf("occupancy above the flow table's slots or the timestamp map's size: %+v", st)
 	}
+	h.checkFlowUsed()
 }

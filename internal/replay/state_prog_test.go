@@ -218,6 +218,7 @@ func TestFlowEvents(t *testing.T) {
 			if s := h.stats(); s.Flows != c.remain {
 				t.Errorf("%d flows left, want %d", s.Flows, c.remain)
 			}
+			h.checkFlowUsed()
 		})
 	}
 	t.Run("closing-packets-open-nothing", func(t *testing.T) {
@@ -320,6 +321,7 @@ func testFlowTimeout(t *testing.T, check func(*harness)) {
 	if s := h.stats(); s.FlowsTimedOut != 5 || s.Flows != 0 {
 		t.Errorf("after the TCP timeouts: %+v, want 5 timed out, no flows", s)
 	}
+	h.checkFlowUsed()
 	// x4's unanswered timestamp (TimestampTimeout 10 s) is still there;
 	// a late reply finds no flow and gives nothing.
 	h.feed(x4.ack(false, 3, 1), t0+3*sec, false)
