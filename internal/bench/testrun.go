@@ -51,6 +51,14 @@ const (
 	// --tcp-handshake: what the handshake source adds to the timestamp
 	// path (the ACK check of every segment).
 	CaseHandshakeOn = "tcp-data-ts+handshake"
+	// Aggregated mode (--aggregate): what counting a packet's traffic for
+	// its two prefixes and ePPing's global record adds, on tcp-data-ts
+	// and on a 64-byte UDP datagram (untracked: the worst case, where the
+	// default programs only parse), beside that datagram on the default
+	// programs.
+	CaseAggData     = "tcp-data-ts+aggregate"
+	CaseUDPSmall    = "udp-64"
+	CaseUDPSmallAgg = "udp-64+aggregate"
 )
 
 // packetCase is a frame run with a large repeat count. Repeating one frame
@@ -228,10 +236,12 @@ var sourceConfigs = map[string]func(*loader.Config){
 	"handshake": func(c *loader.Config) { c.TrackTCPHandshake = true },
 	"dns":       func(c *loader.Config) { c.TrackDNS = true },
 	"quic":      func(c *loader.Config) { c.TrackQUIC = true },
+	"aggregate": func(c *loader.Config) { c.Aggregate = true },
 }
 
-// extraCases run on the egress program of one of sourceConfigs, with the
-// empty program of tcp-data-ts as their baseline.
+// extraCases run on the egress program of one of sourceConfigs (of
+// TestRunConfig's programs for ""), with the empty program of tcp-data-ts
+// as their baseline.
 var extraCases = []struct {
 	name, config string
 	frame        func() ([]byte, error)
@@ -249,6 +259,28 @@ var extraCases = []struct {
 		return pktcraft.Packet{Src: benchClient4, Dst: benchServer4, DF: true,
 			UDP: &pktcraft.UDP{SrcPort: portDNS, DstPort: 443, Payload: payload(1200)}}.Bytes()
 	}},
+	{CaseAggData, "aggregate", func() ([]byte, error) {
+		return tcpFrame(benchClient4, benchServer4, portRepeat, serverPort, nil,
+			pktcraft.TCP{ACK: true, PSH: true, Seq: 1, Ack: 1, Window: 502, TSval: dataTSval, TSecr: 500, Payload: payload(mssPayload4)})
+	}},
+	{CaseUDPSmall, "", smallUDPFrame},
+	{CaseUDPSmallAgg, "aggregate", smallUDPFrame},
+}
+
+// smallUDPFrame is the load phase's flood datagram: 64 bytes of payload to
+// a port no source tracks.
+func smallUDPFrame() ([]byte, error) {
+	return pktcraft.Packet{Src: benchClient4, Dst: benchServer4, DF: true,
+		UDP: &pktcraft.UDP{SrcPort: portDNS, DstPort: 9, Payload: payload(64)}}.Bytes()
+}
+
+// egress is the egress program of sourceConfigs' config, or of
+// TestRunConfig's programs for "".
+func (t *testRunner) egress(config string) *ebpf.Program {
+	if config == "" {
+		return t.objs.RttscopeTcEgress
+	}
+	return t.src[config].RttscopeTcEgress
 }
 
 type testRunner struct {
@@ -372,7 +404,7 @@ func runTestRun(ctx context.Context, o *Options, res *Result) error {
 		if extraFrames[i], err = c.frame(); err != nil {
 			return fmt.Errorf("craft %s: %w", c.name, err)
 		}
-		if _, err := benchOnce(t.src[c.config].RttscopeTcEgress, extraFrames[i], warm); err != nil {
+		if _, err := benchOnce(t.egress(c.config), extraFrames[i], warm); err != nil {
 			return fmt.Errorf("TEST_RUN %s: %w", c.name, err)
 		}
 	}
@@ -408,7 +440,7 @@ func runTestRun(ctx context.Context, o *Options, res *Result) error {
 			return err
 		}
 		for i, c := range extraCases {
-			v, err := benchOnce(t.src[c.config].RttscopeTcEgress, extraFrames[i], o.Repeat)
+			v, err := benchOnce(t.egress(c.config), extraFrames[i], o.Repeat)
 			if err != nil {
 				return fmt.Errorf("TEST_RUN %s: %w", c.name, err)
 			}
