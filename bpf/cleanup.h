@@ -86,7 +86,7 @@ static __always_inline void expire_flow(struct flow_slot *s, __u64 tag,
 static __always_inline void expire_ts(const struct packet_id *kp, __u64 sent,
 				      __u64 now)
 {
-	struct network_tuple fkey;
+	struct network_tuple fkey TUPLE_ALIGNED;
 	struct flow_slot *fslot;
 	struct packet_id pid;
 	__u32 side;

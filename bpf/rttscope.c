@@ -618,7 +618,7 @@ static __always_inline void handle_packet(void *ctx,
 					  bool is_egress, __u64 now)
 {
 	struct packet_info p = {};
-	struct network_tuple key;
+	struct network_tuple key TUPLE_ALIGNED;
 	struct flow_dir_state *snd, *orig;
 	struct flow_slot *slot;
 	struct flow_state *fs;
