@@ -20,7 +20,7 @@ Options:
                      "loader replay monitor")
   --run PKG=REGEX    -test.run for PKG (default: all tests)
   --skip PKG=REGEX   -test.skip for PKG, replacing the default list
-  --timeout DUR      per-kernel guest timeout (default 60m)
+  --timeout DUR      per-kernel guest timeout (default 75m)
   --mem SIZE         guest memory (default 3G)
   --out DIR          DIR/KERNEL.log: the guest's output; DIR/KERNEL.failures:
                      each failed test with its first message (default bin/vmtest)
@@ -48,7 +48,7 @@ if [ "${1:-}" = --in-guest ]; then
 	for spec in "$@"; do
 		pkg=${spec%%=*} rest=${spec#*=}
 		run=${rest%%=*} skip=${rest#*=}
-		args=(-test.v -test.count=1 -test.timeout=45m)
+		args=(-test.v -test.count=1 -test.timeout=55m)
 		[ -n "$run" ] && args+=("-test.run=$run")
 		[ -n "$skip" ] && args+=("-test.skip=$skip")
 		echo "vmtests: package $pkg: ${args[*]}"
@@ -70,7 +70,7 @@ die() {
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 read -r -a pkgs <<<"${VM_PKGS:-loader replay monitor}"
-timeout_dur=60m
+timeout_dur=75m
 mem=3G
 out=$repo/bin/vmtest
 kernels=()
