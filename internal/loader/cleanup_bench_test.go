@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/probe"
 	"github.com/rttscope/rttscope/internal/testutil"
@@ -93,5 +94,42 @@ func fillForCleanup(b *testing.B, o *Objects, n int, now uint64) {
 		if err := o.TsMap.Put(k[:], now); err != nil {
 			b.Fatalf("fill timestamp map: %v", err)
 		}
+	}
+}
+
+// BenchmarkSummaryWalk measures one flow-summary snapshot read by user
+// space (the variant where iterators are refused) over n flows in a table
+// sized for 131,072: the table read in batches of every slot, and a
+// summary-map lookup per flow (the flows here have none). `go test -run -
+// -bench SummaryWalk ./internal/loader` (root).
+func BenchmarkSummaryWalk(b *testing.B) {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("flows=%d", n), func(b *testing.B) {
+			b.Setenv(kernel.DisableEnv, string(kernel.MapElemIter))
+			testutil.RequireRoot(b)
+			cfg := DefaultConfig()
+			cfg.Replay, cfg.FlowSummary = true, true
+			cfg.FlowMapSize, cfg.TimestampMapSize = 131072, 131072
+			o, err := Load(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer o.Close()
+			s, err := o.NewSummaries(0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if o.Variant.Summaries != SummariesMapWalk {
+				b.Fatalf("summaries variant %s, want %s", o.Variant.Summaries, SummariesMapWalk)
+			}
+			fillForCleanup(b, o, n, 1e12)
+			b.ResetTimer()
+			for b.Loop() {
+				if err := s.Snapshot(func(*events.FlowSummary) error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

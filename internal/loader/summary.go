@@ -121,34 +121,53 @@ func (s *Summaries) Snapshot(fn func(*events.FlowSummary) error) error {
 
 // walk is the snapshot without iterators: what summary_fill (bpf/summary.h)
 // does in the kernel, done here from the flow table and the summary map.
-// The flow table is read in batches (an array: every slot, empty ones
-// skipped). Flows that end during the walk may be missed or reported;
-// their final summary comes through the ring buffer either way.
+// A sparse table is read slot by slot, only the slots flow_used marks; a
+// fuller one in batches of every slot. Flows that end during the walk may
+// be missed or reported; their final summary comes through the ring
+// buffer either way.
 func (s *Summaries) walk(fn func(*events.FlowSummary) error) error {
 	now, err := s.objs.kernelNow()
 	if err != nil {
 		return err
 	}
+	var sum probe.RttscopeFlowSummary // one for every flow: it is 1 KiB
+	visit := func(slot *probe.RttscopeFlowSlot) error {
+		if slot.Tag <= flowTagClaimed {
+			return nil // empty, or being created or deleted
+		}
+		if err := s.objs.SummaryMap.Lookup(&slot.Key, &sum); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				return nil // no room for its summary, or the flow just ended
+			}
+			return fmt.Errorf("read summary map: %w", err)
+		}
+		fillSummary(&s.s, tupleBytes(&slot.Key), &slot.State, &sum, now, s.dec.ClockOffset)
+		return fn(&s.s)
+	}
+	used, err := s.objs.usedSlots()
+	if err != nil {
+		return err
+	}
+	if uint64(len(used))*sparseSlots < uint64(s.objs.FlowMap.MaxEntries()) {
+		var slot probe.RttscopeFlowSlot
+		for _, i := range used {
+			if err := s.objs.FlowMap.Lookup(i, &slot); err != nil {
+				return fmt.Errorf("read flow table: %w", err)
+			}
+			if err := visit(&slot); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	const batch = 1024
 	idx := make([]uint32, batch)
 	slots := make([]probe.RttscopeFlowSlot, batch)
-	var sum probe.RttscopeFlowSummary
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := s.objs.FlowMap.BatchLookup(&cursor, idx, slots, nil)
 		for i := range slots[:n] {
-			slot := &slots[i]
-			if slot.Tag <= flowTagClaimed {
-				continue // empty, or being created or deleted
-			}
-			if err := s.objs.SummaryMap.Lookup(&slot.Key, &sum); err != nil {
-				if errors.Is(err, ebpf.ErrKeyNotExist) {
-					continue // no room for its summary, or the flow just ended
-				}
-				return fmt.Errorf("read summary map: %w", err)
-			}
-			fillSummary(&s.s, tupleBytes(&slot.Key), &slot.State, &sum, now, s.dec.ClockOffset)
-			if err := fn(&s.s); err != nil {
+			if err := visit(&slots[i]); err != nil {
 				return err
 			}
 		}

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -82,12 +83,22 @@ func TestCleanupNone(t *testing.T) {
 
 // A snapshot taken by either variant equals the summary the kernel itself
 // writes when the flow then times out without further packets (all but the
-// reason and time).
+// reason and time). Two flows in a table of 2,048 slots and in one of 4:
+// user space reads a sparse table slot by slot, a full one in batches.
 func TestSnapshotEqualsKernelSummary(t *testing.T) {
+	for _, size := range []uint32{testConfig().FlowMapSize, oneBucketSize} {
+		t.Run(fmt.Sprintf("%d-slots", loader.FlowTableSlots(size)), func(t *testing.T) {
+			testSnapshotEqualsKernelSummary(t, size)
+		})
+	}
+}
+
+func testSnapshotEqualsKernelSummary(t *testing.T, flowMapSize uint32) {
 	forEachVariant(t, summaryVariants, func(t *testing.T, check func(*harness)) {
 		cfg := testConfig()
 		cfg.FlowSummary, cfg.RateLimit = true, 0
 		cfg.TCPFlowTimeout = time.Second
+		cfg.FlowMapSize = flowMapSize
 		h := newHarness(t, cfg)
 		sums, err := h.e.Objects().NewSummaries(0)
 		if err != nil {
