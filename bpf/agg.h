@@ -299,18 +299,28 @@ static __always_inline __u32 proto_class(__u16 proto)
 	return PROTO_CLASS_OTHER;
 }
 
+/* What aggregated mode counts of one packet, worked out once for both of
+ * its ends. */
+struct agg_pkt {
+	__u32 cls; /* enum proto_class */
+	__u32 epp; /* enum epping_class */
+	__u32 ecn; /* tos & 3 */
+	__u32 l3_len; /* IP header + payload */
+	__u32 l2l3_len; /* from the link-layer header on */
+};
+
 static __always_inline void count_traffic(struct traffic_counters *tc,
-					  struct packet_info *p, __u32 epp)
+					  const struct agg_pkt *a)
 {
-	__u32 cls = proto_class(p->pid.flow.proto) & (PROTO_CLASSES - 1);
+	__u32 cls = a->cls & (PROTO_CLASSES - 1), epp = a->epp;
 
 	tc->pkts[cls]++;
-	tc->bytes[cls] += p->l3_len;
-	tc->ecn[p->ip_tos & 3]++;
+	tc->bytes[cls] += a->l3_len;
+	tc->ecn[a->ecn & 3]++;
 	barrier_var(epp);
 	if (epp < EPP_CLASSES) {
 		tc->epp_pkts[epp]++;
-		tc->epp_bytes[epp] += p->l2_len + p->l3_len;
+		tc->epp_bytes[epp] += a->l2l3_len;
 	}
 }
 
@@ -328,13 +338,14 @@ static __always_inline void agg_slot_fill(struct agg_slot *slot,
 	slot->filled = 1;
 }
 
-/* Counts packet p for one end, prefix k (tx: p goes to the prefix, else
- * comes from it): in its slot if the prefix holds it, else in its entry
- * (created when tracked, which then fills the slot if it is empty) or its
- * family's backup entry. Counting happens in each branch: a pointer
- * computed from a maybe-NULL map value and returned would meet the
- * verifier before its NULL check once clang merges the branches. */
-static __always_inline void agg_count_end(struct packet_info *p, __u32 epp,
+/* Counts packet a for one end, prefix k (tx: the packet goes to the
+ * prefix, else comes from it): in its slot if the prefix holds it, else
+ * in its entry (created when tracked, which then fills the slot if it is
+ * empty) or its family's backup entry. Counting happens where the
+ * pointer was checked: a pointer computed from a maybe-NULL map value and
+ * returned would meet the verifier before its NULL check once clang
+ * merges the branches. */
+static __always_inline void agg_count_end(const struct agg_pkt *a,
 					  struct agg_key *k, __u32 epoch,
 					  __u32 tag, bool tracked, bool tx)
 {
@@ -344,22 +355,22 @@ static __always_inline void agg_count_end(struct packet_info *p, __u32 epp,
 	bool own = false;
 
 	slot = bpf_map_lookup_elem(&agg_slots, &i);
-	if (slot && slot->filled && agg_key_equal(&slot->key, k)) {
-		count_traffic(tx ? &slot->tx : &slot->rx, p, epp);
+	if (!slot)
 		return;
-	}
-	if (tracked)
-		s = agg_stats_create(k, epoch, &own);
-	else
-		s = agg_stats_lookup(k, epoch, tag);
-	if (!s)
-		return;
-	if (own && slot && !slot->filled) {
+	if (!slot->filled || !agg_key_equal(&slot->key, k)) {
+		if (tracked)
+			s = agg_stats_create(k, epoch, &own);
+		else
+			s = agg_stats_lookup(k, epoch, tag);
+		if (!s)
+			return;
+		if (!own || slot->filled) {
+			count_traffic(tx ? &s->tx : &s->rx, a);
+			return;
+		}
 		agg_slot_fill(slot, k);
-		count_traffic(tx ? &slot->tx : &slot->rx, p, epp);
-		return;
 	}
-	count_traffic(tx ? &s->tx : &s->rx, p, epp);
+	count_traffic(tx ? &slot->tx : &slot->rx, a);
 }
 
 /* ePPing's global record: every packet by IP protocol (non-IP apart) and
@@ -394,24 +405,29 @@ static __always_inline void agg_count_global(struct packet_info *p,
 static __always_inline void agg_count(struct packet_info *p, __u32 pkt_len,
 				      bool tracked)
 {
+	struct agg_pkt a;
 	struct agg_key k;
-	__u32 epp, epoch, tag;
+	__u32 epoch, tag;
 
 	agg_count_global(p, pkt_len);
 	if (!p->l3_valid)
 		return;
+	a.cls = proto_class(p->pid.flow.proto);
 	/* ePPing's classes whatever source measures the packet: a TCP
 	 * segment without the option is TCP_noTS also when the sequence
 	 * source tracks it (docs/epping.md). */
-	epp = p->pid.flow.proto != IPPROTO_TCP ? EPP_OTHER :
-	      p->tcp_ts			       ? EPP_TCP_TS :
-						 EPP_TCP_NOTS;
+	a.epp = p->pid.flow.proto != IPPROTO_TCP ? EPP_OTHER :
+		p->tcp_ts			 ? EPP_TCP_TS :
+						   EPP_TCP_NOTS;
+	a.ecn = p->ip_tos & 3;
+	a.l3_len = p->l3_len;
+	a.l2l3_len = p->l2_len + p->l3_len;
 	epoch = READ_ONCE(agg_epoch);
 	tag = agg_absent_tag(epoch);
 	make_agg_key(&k, &p->pid.flow.saddr.ip, p->pid.flow.ipv);
-	agg_count_end(p, epp, &k, epoch, tag, tracked, false);
+	agg_count_end(&a, &k, epoch, tag, tracked, false);
 	make_agg_key(&k, &p->pid.flow.daddr.ip, p->pid.flow.ipv);
-	agg_count_end(p, epp, &k, epoch, tag, tracked, true);
+	agg_count_end(&a, &k, epoch, tag, tracked, true);
 }
 
 /* Adds an RTT sample to the histogram of the prefix of the reply's source
