@@ -4,8 +4,11 @@ package replay
 // traffic in place of its hash-map entry; user space folds them into the
 // interval's records. With more prefixes than slots, some prefixes share
 // a slot: the first one counts there, the others in their entries, and
-// untracked packets hit the slots too. Every packet must still be counted
-// once, for its prefix, in its interval.
+// untracked packets hit the slots too. In the next intervals, with the
+// clients in the other order, other prefixes fill the slots first
+// (anything that remembered a slot from the interval before must notice).
+// Every packet must still be counted once, for its prefix, in its
+// interval.
 
 import (
 	"fmt"
@@ -38,14 +41,20 @@ func TestAggregateSlotsCountEveryPacketOnce(t *testing.T) {
 	udpLen := uint64(len(udp(paths[0])) - l2)
 
 	// rounds[interval]: per round, each client sends two tracked segments
-	// and receives one untracked datagram.
-	rounds := []int{3, 1}
+	// and receives one untracked datagram; odd intervals take the clients
+	// in reverse order.
+	rounds := []int{3, 1, 2}
 	for iv, n := range rounds {
 		at := base + int64(iv)*int64(time.Second)
 		for r := range n {
-			for i, p := range paths {
+			for j := range paths {
+				i := j
+				if iv%2 == 1 {
+					i = len(paths) - 1 - j
+				}
+				p := paths[i]
 				ts := uint32(1 + iv*100 + r)
-				at0 := at + int64(r)*100*ms + int64(i)*10*int64(time.Microsecond)
+				at0 := at + int64(r)*100*ms + int64(j)*10*int64(time.Microsecond)
 				h.feed(p.data(true, ts, 0, 100), at0, true)
 				h.feed(udp(p), at0+1, false)
 				h.feed(p.data(true, ts, 0, 100), at0+2, true)
