@@ -99,9 +99,10 @@ func fillForCleanup(b *testing.B, o *Objects, n int, now uint64) {
 
 // BenchmarkSummaryWalk measures one flow-summary snapshot read by user
 // space (the variant where iterators are refused) over n flows in a table
-// sized for 131,072: the table read in batches of every slot, and a
-// summary-map lookup per flow (the flows here have none). `go test -run -
-// -bench SummaryWalk ./internal/loader` (root).
+// sized for 131,072: at 1,000 flows only the slots flow_used marks, at
+// 100,000 the whole table in batches (sparseSlots), and a summary-map
+// lookup per flow (the flows here have none). `go test -run - -bench
+// SummaryWalk ./internal/loader` (root).
 func BenchmarkSummaryWalk(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("flows=%d", n), func(b *testing.B) {

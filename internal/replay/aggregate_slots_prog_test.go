@@ -5,10 +5,9 @@ package replay
 // interval's records. With more prefixes than slots, some prefixes share
 // a slot: the first one counts there, the others in their entries, and
 // untracked packets hit the slots too. In the next intervals, with the
-// clients in the other order, other prefixes fill the slots first
-// (anything that remembered a slot from the interval before must notice).
-// Every packet must still be counted once, for its prefix, in its
-// interval.
+// clients in the other order, other prefixes fill the slots first, so a
+// slot holds another prefix than in the interval before. Every packet
+// must still be counted once, for its prefix, in its interval.
 
 import (
 	"fmt"
