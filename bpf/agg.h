@@ -74,6 +74,7 @@ struct agg_global {
 	__u64 nonip_pkts;
 	__u64 nonip_bytes;
 	__u64 ecn[4];
+	__u64 slot_fills; /* this CPU's agg_slots fills (agg_slot.filled) */
 };
 
 _Static_assert(sizeof(struct agg_key) == 20, "agg_key layout");
@@ -142,7 +143,13 @@ struct {
  * the old map, whose slots it has just folded. */
 struct agg_slot {
 	struct agg_key key;
-	__u32 filled; /* 0: empty (user space zeroes a folded epoch) */
+	__u32 reserved;
+	/* 0: empty (user space zeroes a folded epoch); else this fill's
+	 * reference, unique on the machine: bits 0-7 the slot's index in its
+	 * epoch, 8-31 the CPU, 32-63 the CPU's fill count (agg_global). A
+	 * flow direction that keeps it finds the slot again with one compare
+	 * (agg_count_ref). */
+	__u64 filled;
 	struct traffic_counters rx;
 	struct traffic_counters tx;
 };
@@ -330,12 +337,42 @@ static __always_inline void count_traffic(struct traffic_counters *tc,
  * time; the later one counts in its entry until user space empties the
  * slots at the end of the interval. */
 static __always_inline void agg_slot_fill(struct agg_slot *slot,
-					  const struct agg_key *k)
+					  const struct agg_key *k, __u32 i)
 {
+	struct agg_global *g;
+	__u32 zero = 0;
+	__u64 fills;
+
+	g = bpf_map_lookup_elem(&agg_global_map, &zero);
+	if (!g)
+		return;
+	/* Per CPU: no other program writes this CPU's copy meanwhile. */
+	fills = ++g->slot_fills;
 	__builtin_memset(&slot->rx, 0, sizeof(slot->rx));
 	__builtin_memset(&slot->tx, 0, sizeof(slot->tx));
 	slot->key = *k;
-	slot->filled = 1;
+	slot->filled = fills << 32 |
+		       (__u64)(bpf_get_smp_processor_id() & 0xffffff) << 8 |
+		       (i & (AGG_SLOTS - 1));
+}
+
+/* Counts packet a in the slot that reference ref names, if that slot
+ * still holds the fill ref was taken from: on this CPU, in this epoch,
+ * not emptied or refilled since. Else returns false, and the caller
+ * takes the way through the prefix key. */
+static __always_inline bool agg_count_ref(const struct agg_pkt *a, __u64 ref,
+					  __u32 epoch, bool tx)
+{
+	__u32 i = (epoch & 1) * AGG_SLOTS + (ref & (AGG_SLOTS - 1));
+	struct agg_slot *slot;
+
+	if (!ref)
+		return false;
+	slot = bpf_map_lookup_elem(&agg_slots, &i);
+	if (!slot || slot->filled != ref)
+		return false;
+	count_traffic(tx ? &slot->tx : &slot->rx, a);
+	return true;
 }
 
 /* Counts packet a for one end, prefix k (tx: the packet goes to the
@@ -347,7 +384,8 @@ static __always_inline void agg_slot_fill(struct agg_slot *slot,
  * merges the branches. */
 static __always_inline void agg_count_end(const struct agg_pkt *a,
 					  struct agg_key *k, __u32 epoch,
-					  __u32 tag, bool tracked, bool tx)
+					  __u32 tag, bool tracked, bool tx,
+					  __u64 *ref)
 {
 	__u32 i = (epoch & 1) * AGG_SLOTS + agg_absent_index(k);
 	struct agg_slot *slot;
@@ -368,8 +406,10 @@ static __always_inline void agg_count_end(const struct agg_pkt *a,
 			count_traffic(tx ? &s->tx : &s->rx, a);
 			return;
 		}
-		agg_slot_fill(slot, k);
+		agg_slot_fill(slot, k, i);
 	}
+	if (ref && *ref != slot->filled)
+		*ref = slot->filled;
 	count_traffic(tx ? &slot->tx : &slot->rx, a);
 }
 
@@ -395,15 +435,29 @@ static __always_inline void agg_count_global(struct packet_info *p,
 	g->ecn[p->ip_tos & 3]++;
 }
 
+static __always_inline void agg_pkt_of(struct agg_pkt *a,
+				       const struct packet_info *p)
+{
+	a->cls = proto_class(p->pid.flow.proto);
+	/* ePPing's classes whatever source measures the packet: a TCP
+	 * segment without the option is TCP_noTS also when the sequence
+	 * source tracks it (docs/epping.md). */
+	a->epp = p->pid.flow.proto != IPPROTO_TCP ? EPP_OTHER :
+		 p->tcp_ts			  ? EPP_TCP_TS :
+						    EPP_TCP_NOTS;
+	a->ecn = p->ip_tos & 3;
+	a->l3_len = p->l3_len;
+	a->l2l3_len = p->l2_len + p->l3_len;
+}
+
 /* Counts one packet as ePPing does: in the global record and, when it is
  * IP, for the prefix of its source (rx: from the prefix) and of its
- * destination (tx: to the prefix). tracked: a packet of an RTT source (it
- * may create prefix entries). Inlined into the packet programs: a
+ * destination (tx: to the prefix). Here for packets no RTT source tracks
+ * (they create no prefix entries). Inlined into the packet programs: a
  * bpf-to-bpf call returns through the kernel's return thunk where the
  * CPU needs one (SRSO on AMD Zen), which cost aggregated mode about 15 ns
  * a packet here (docs/performance.md, "One call, then none"). */
-static __always_inline void agg_count(struct packet_info *p, __u32 pkt_len,
-				      bool tracked)
+static __always_inline void agg_count(struct packet_info *p, __u32 pkt_len)
 {
 	struct agg_pkt a;
 	struct agg_key k;
@@ -412,22 +466,63 @@ static __always_inline void agg_count(struct packet_info *p, __u32 pkt_len,
 	agg_count_global(p, pkt_len);
 	if (!p->l3_valid)
 		return;
-	a.cls = proto_class(p->pid.flow.proto);
-	/* ePPing's classes whatever source measures the packet: a TCP
-	 * segment without the option is TCP_noTS also when the sequence
-	 * source tracks it (docs/epping.md). */
-	a.epp = p->pid.flow.proto != IPPROTO_TCP ? EPP_OTHER :
-		p->tcp_ts			 ? EPP_TCP_TS :
-						   EPP_TCP_NOTS;
-	a.ecn = p->ip_tos & 3;
-	a.l3_len = p->l3_len;
-	a.l2l3_len = p->l2_len + p->l3_len;
+	agg_pkt_of(&a, p);
 	epoch = READ_ONCE(agg_epoch);
 	tag = agg_absent_tag(epoch);
 	make_agg_key(&k, &p->pid.flow.saddr.ip, p->pid.flow.ipv);
-	agg_count_end(&a, &k, epoch, tag, tracked, false);
+	agg_count_end(&a, &k, epoch, tag, false, false, NULL);
 	make_agg_key(&k, &p->pid.flow.daddr.ip, p->pid.flow.ipv);
-	agg_count_end(&a, &k, epoch, tag, tracked, true);
+	agg_count_end(&a, &k, epoch, tag, false, true, NULL);
+}
+
+/* One end (tx: the destination) of a tracked packet whose flow direction
+ * did not name its slot (ref: where it keeps the reference, NULL without
+ * a flow): through the prefix key. A function of its own, so that its key
+ * is not in handle_packet's frame (6.1's combined stack limit in the
+ * replay batch program); its return thunk is paid on misses only, about
+ * once per flow direction, CPU and interval. */
+__noinline int agg_count_slow(struct packet_info *p, __u32 tx, __u64 *ref)
+{
+	struct agg_pkt a;
+	struct agg_key k;
+	__u32 epoch;
+
+	if (!p)
+		return 0;
+	agg_pkt_of(&a, p);
+	epoch = READ_ONCE(agg_epoch);
+	make_agg_key(&k, tx ? &p->pid.flow.daddr.ip : &p->pid.flow.saddr.ip,
+		     p->pid.flow.ipv);
+	if (tx)
+		agg_count_end(&a, &k, epoch, 0, true, true, ref);
+	else
+		agg_count_end(&a, &k, epoch, 0, true, false, ref);
+	return 0;
+}
+
+/* agg_count for a tracked packet (it may create prefix entries), once its
+ * flow is known: refs, the sender direction's slot references (NULL
+ * without a flow), spare the prefix keys when they still name the slots. */
+static __always_inline void agg_count_tracked(struct packet_info *p,
+					      __u32 pkt_len, __u64 *refs)
+{
+	struct agg_pkt a;
+	__u32 epoch;
+
+	agg_count_global(p, pkt_len);
+	if (!p->l3_valid)
+		return;
+	agg_pkt_of(&a, p);
+	epoch = READ_ONCE(agg_epoch);
+	if (!refs) {
+		agg_count_slow(p, 0, NULL);
+		agg_count_slow(p, 1, NULL);
+		return;
+	}
+	if (!agg_count_ref(&a, refs[0], epoch, false))
+		agg_count_slow(p, 0, &refs[0]);
+	if (!agg_count_ref(&a, refs[1], epoch, true))
+		agg_count_slow(p, 1, &refs[1]);
 }
 
 /* Adds an RTT sample to the histogram of the prefix of the reply's source

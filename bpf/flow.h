@@ -50,7 +50,23 @@ struct flow_dir_state {
 	 * costs no memory. */
 	__u32 spin_cand;
 	__u64 base_sent_pkts, base_sent_bytes; /* own totals at activation */
-	__u64 base_rec_pkts, base_rec_bytes; /* the other side's, likewise */
+	/* Per mode: bpf2go wants every field named. */
+	union {
+		/* The other side's totals at activation (RTT events). */
+		struct {
+			__u64 pkts, bytes;
+		} base_rec;
+		/* Aggregated mode, which sends no RTT events: per end of
+		 * this side's packets (0: source, 1: destination), the
+		 * prefix slot it last counted in (agg_slot.filled). A
+		 * packet still in flight on another CPU when its flow is
+		 * freed and the slot taken by another flow can leave its
+		 * reference to the newcomer, whose packets on that CPU then
+		 * count for the old flow's prefix until the slot is emptied
+		 * at the interval's end: a window of nanoseconds, not
+		 * closed, like the other per-flow races (handle_packet). */
+		__u64 agg_ref[2];
+	} u;
 };
 
 /* One timestamp of d's direction is gone (matched, dropped, expired or

@@ -179,8 +179,8 @@ static __always_inline void fill_rtt_event(struct rtt_event *e,
 	e->srtt = orig->srtt;
 	e->sent_pkts = orig->sent_pkts - orig->base_sent_pkts;
 	e->sent_bytes = orig->sent_bytes - orig->base_sent_bytes;
-	e->rec_pkts = rec->sent_pkts - orig->base_rec_pkts;
-	e->rec_bytes = rec->sent_bytes - orig->base_rec_bytes;
+	e->rec_pkts = rec->sent_pkts - orig->u.base_rec.pkts;
+	e->rec_bytes = rec->sent_bytes - orig->u.base_rec.bytes;
 	e->reserved2 = 0;
 	if (cfg_track_dns && p->dns.kind == SRC_INFO_DNS) {
 		e->dns_qtype = p->dns.qtype;
@@ -289,8 +289,10 @@ static __always_inline void activate_dir(struct packet_info *p,
 				 EVENT_REASON_FIRST_OBS_PCKT;
 	d->base_sent_pkts = d->sent_pkts;
 	d->base_sent_bytes = d->sent_bytes;
-	d->base_rec_pkts = peer->sent_pkts;
-	d->base_rec_bytes = peer->sent_bytes;
+	if (!cfg_aggregate) { /* the space holds agg_ref */
+		d->u.base_rec.pkts = peer->sent_pkts;
+		d->u.base_rec.bytes = peer->sent_bytes;
+	}
 }
 
 /* A packet from the other side answers a waiting direction: it opens. The
@@ -631,8 +633,9 @@ static __always_inline void handle_packet(void *ctx,
 	p.is_egress = is_egress;
 	p.ifindex = pctx->ifindex;
 	ret = parse_packet(pctx, &p);
-	if (cfg_aggregate && cfg_steps >= STEP_EVENTS)
-		agg_count(&p, frame_len(ctx, pctx), ret == 0);
+	/* Tracked packets are counted once their flow is known. */
+	if (cfg_aggregate && cfg_steps >= STEP_EVENTS && ret < 0)
+		agg_count(&p, frame_len(ctx, pctx));
 	if (ret < 0 || cfg_steps < STEP_FLOW)
 		return;
 
@@ -640,6 +643,10 @@ static __always_inline void handle_packet(void *ctx,
 	self = side & SIDE_SELF;
 	side &= SIDE_MASK;
 	slot = get_flow(&p, &key, side);
+	if (cfg_aggregate && cfg_steps >= STEP_EVENTS)
+		agg_count_tracked(&p, frame_len(ctx, pctx),
+				  slot ? slot->state.dir[side].u.agg_ref :
+					 NULL);
 	if (!slot) {
 		if (cfg_track_dns)
 			dns_without_flow(&p);

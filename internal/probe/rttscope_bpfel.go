@@ -20,6 +20,7 @@ type RttscopeAggGlobal struct {
 	NonipPkts  uint64
 	NonipBytes uint64
 	Ecn        [4]uint64
+	SlotFills  uint64
 }
 
 type RttscopeAggKey struct {
@@ -37,11 +38,12 @@ type RttscopeAggKey struct {
 }
 
 type RttscopeAggSlot struct {
-	_      structs.HostLayout
-	Key    RttscopeAggKey
-	Filled uint32
-	Rx     RttscopeTrafficCounters
-	Tx     RttscopeTrafficCounters
+	_        structs.HostLayout
+	Key      RttscopeAggKey
+	Reserved uint32
+	Filled   uint64
+	Rx       RttscopeTrafficCounters
+	Tx       RttscopeTrafficCounters
 }
 
 type RttscopeAggStats struct {
@@ -177,8 +179,14 @@ type RttscopeFlowState struct {
 		SpinCand      uint32
 		BaseSentPkts  uint64
 		BaseSentBytes uint64
-		BaseRecPkts   uint64
-		BaseRecBytes  uint64
+		U             struct {
+			_       structs.HostLayout
+			BaseRec struct {
+				_     structs.HostLayout
+				Pkts  uint64
+				Bytes uint64
+			}
+		}
 	}
 	Opener   uint8
 	Reserved [7]uint8

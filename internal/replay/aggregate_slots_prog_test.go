@@ -4,10 +4,11 @@ package replay
 // traffic in place of its hash-map entry; user space folds them into the
 // interval's records. With more prefixes than slots, some prefixes share
 // a slot: the first one counts there, the others in their entries, and
-// untracked packets hit the slots too. In the next intervals, with the
-// clients in the other order, other prefixes fill the slots first, so a
-// slot holds another prefix than in the interval before. Every packet
-// must still be counted once, for its prefix, in its interval.
+// untracked packets hit the slots too. A flow direction remembers the
+// slot its prefixes counted in (agg_ref in bpf/flow.h); in the next
+// intervals, with the clients in the other order, other prefixes fill
+// those slots first, and the flow must notice. Every packet must still be
+// counted once, for its prefix, in its interval.
 
 import (
 	"fmt"
