@@ -48,7 +48,7 @@ if [ "${1:-}" = --in-guest ]; then
 	for spec in "$@"; do
 		pkg=${spec%%=*} rest=${spec#*=}
 		run=${rest%%=*} skip=${rest#*=}
-		args=(-test.v -test.count=1 -test.timeout=55m)
+		args=(-test.v -test.count=1 -test.timeout=65m)
 		[ -n "$run" ] && args+=("-test.run=$run")
 		[ -n "$skip" ] && args+=("-test.skip=$skip")
 		echo "vmtests: package $pkg: ${args[*]}"
