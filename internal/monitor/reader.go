@@ -19,7 +19,8 @@ type reader struct {
 	rd     *ringbuf.Reader
 	out    format.Writer
 	dec    events.Decoder
-	offset atomic.Int64 // next clock offset, set by the session's loop
+	offset atomic.Int64  // next clock offset, set by the session's loop
+	poll   time.Duration // pollInterval or aggregatedPollInterval
 	rec    ringbuf.Record
 	rtt    events.RTT
 	flow   events.FlowEvent
@@ -32,16 +33,23 @@ func (r *reader) setClockOffset(off int64) { r.offset.Store(off) }
 // EventWakeupBytes), so an event waits at most this long.
 const pollInterval = 50 * time.Millisecond
 
+// aggregatedPollInterval replaces pollInterval in aggregated mode, where
+// the programs send no events at all (samples go into the kernel's
+// histograms, flow openings, closings and timeouts are not reported): the
+// reader then wakes once a second instead of 20 times (on an idle
+// interface the process's CPU fell from ~0.010 to ~0.007-0.008 CPUs).
+const aggregatedPollInterval = time.Second
+
 // loop returns when the reader is closed, or flushed (Reader.Flush) and
 // the records in the ring at that point are handled.
 func (r *reader) loop() error {
 	r.offset.Store(r.dec.ClockOffset)
-	r.rd.SetDeadline(time.Now().Add(pollInterval))
+	r.rd.SetDeadline(time.Now().Add(r.poll))
 	for {
 		if err := r.rd.ReadInto(&r.rec); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				// Every record in the ring is handled: wait again.
-				r.rd.SetDeadline(time.Now().Add(pollInterval))
+				r.rd.SetDeadline(time.Now().Add(r.poll))
 				continue
 			}
 			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, ringbuf.ErrFlushed) {

@@ -150,7 +150,10 @@ func (s *session) openReaders() error {
 	}
 	s.ring = rd
 	s.undo = append(s.undo, rd.Close)
-	s.reader = &reader{rd: rd, out: s.out}
+	s.reader = &reader{rd: rd, out: s.out, poll: pollInterval}
+	if s.opts.BPF.Aggregate {
+		s.reader.poll = aggregatedPollInterval
+	}
 	if s.cleaner, err = s.objs.NewCleaner(); err != nil {
 		return err
 	}
