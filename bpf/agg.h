@@ -493,10 +493,7 @@ __noinline int agg_count_slow(struct packet_info *p, __u32 tx, __u64 *ref)
 	epoch = READ_ONCE(agg_epoch);
 	make_agg_key(&k, tx ? &p->pid.flow.daddr.ip : &p->pid.flow.saddr.ip,
 		     p->pid.flow.ipv);
-	if (tx)
-		agg_count_end(&a, &k, epoch, 0, true, true, ref);
-	else
-		agg_count_end(&a, &k, epoch, 0, true, false, ref);
+	agg_count_end(&a, &k, epoch, 0, true, tx, ref);
 	return 0;
 }
 
@@ -512,13 +509,13 @@ static __always_inline void agg_count_tracked(struct packet_info *p,
 	agg_count_global(p, pkt_len);
 	if (!p->l3_valid)
 		return;
-	agg_pkt_of(&a, p);
-	epoch = READ_ONCE(agg_epoch);
 	if (!refs) {
 		agg_count_slow(p, 0, NULL);
 		agg_count_slow(p, 1, NULL);
 		return;
 	}
+	agg_pkt_of(&a, p);
+	epoch = READ_ONCE(agg_epoch);
 	if (!agg_count_ref(&a, refs[0], epoch, false))
 		agg_count_slow(p, 0, &refs[0]);
 	if (!agg_count_ref(&a, refs[1], epoch, true))
