@@ -51,7 +51,7 @@ const (
 	MetricGoodput       = "goodput_mbit_per_s" // bytes received by the sink
 	MetricSoftirqCores  = "softirq_cores"      // softirq CPU time per second, all CPUs
 	MetricBusyCores     = "busy_cores"         // busy CPU time per second, all CPUs
-	MetricMonitorCores  = "monitor_cpu_cores"  // rttscope process user+system time per second
+	MetricMonitorCores  = "monitor_cpu_cores"  // rttscope process CPU time per second
 	MetricRTTEventsPerS = "rtt_events_per_s"   // RTT records the monitor wrote
 	// MetricCPUShare is rttscope's share of the machine's busy CPU time:
 	// (BPF run time of both hooks + the monitor process) / busy time. In
@@ -211,7 +211,7 @@ type loadSnap struct {
 	srv, cli netlink.LinkStatistics
 	dlDrops  uint64
 	cpu      cpuTimes
-	monTicks uint64
+	mon      procCPU
 	self     uint64
 	sinkB    uint64
 	sinkP    uint64
@@ -428,7 +428,7 @@ func (lb *loadBench) record(res *Result, w LoadWindow) {
 	add("", MetricSoftirqCores, "CPUs", "/proc/stat softirq, whole machine", w.SoftirqCores, true)
 	add("", MetricBusyCores, "CPUs", "/proc/stat busy, whole machine", w.BusyCores, true)
 	if w.Mode != ProgNone {
-		add("", MetricMonitorCores, "CPUs", "/proc/PID/stat utime+stime of rttscope monitor", w.MonitorCores, false)
+		add("", MetricMonitorCores, "CPUs", "CPU time of rttscope monitor's threads (schedstat; utime+stime when a thread exited)", w.MonitorCores, false)
 		bpfSec := 0.0
 		for _, h := range []*HookCounters{w.Egress, w.Ingress} {
 			if h != nil {
@@ -729,7 +729,7 @@ func (lb *loadBench) snap(eg, in *ebpf.Program, m *monitorProc) (loadSnap, error
 	s.cpu = readCPUTimes()
 	s.self, _ = procTicks(os.Getpid())
 	if m != nil {
-		s.monTicks, _ = procTicks(m.cmd.Process.Pid)
+		s.mon = readProcCPU(m.cmd.Process.Pid)
 		s.rtt, s.flow, s.agg = m.rtt.Load(), m.flow.Load(), m.agg.Load()
 	}
 	if lb.sink != nil {
@@ -817,7 +817,8 @@ func (lb *loadBench) window(ctx context.Context, sc loadScenario, rep int, mode 
 	w.SoftirqCores, w.BusyCores, w.StealShare = u.Softirq, u.Busy, u.StealShare
 	w.BenchCores = float64(s1.self-s0.self) / clockTicks / sec
 	if mode != ProgNone {
-		w.MonitorCores = float64(s1.monTicks-s0.monTicks) / clockTicks / sec
+		cpuSec, _ := cpuSecondsBetween(s0.mon, s1.mon)
+		w.MonitorCores = cpuSec / sec
 		w.RTTRecords = s1.rtt - s0.rtt
 		w.FlowRecords = s1.flow - s0.flow
 		w.AggregateRecords = s1.agg - s0.agg

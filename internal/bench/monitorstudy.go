@@ -92,12 +92,16 @@ type MonitorWindow struct {
 	BPFNs     uint64     `json:"bpf_run_time_ns"`
 	Programs  int        `json:"programs_attached"`
 	ToolTicks uint64     `json:"tool_cpu_ticks"`
-	Samples   uint64     `json:"samples_total"`
-	Lost      uint64     `json:"lost_total"`
-	OutBytes  uint64     `json:"output_bytes_total"`
-	OutLines  uint64     `json:"output_lines_total"`
-	Lifetime  float64    `json:"tool_lifetime_s"`
-	Stopped   string     `json:"stopped,omitempty"`
+	// ToolCPUSeconds is the tool's CPU time in the window: the threads'
+	// exact run times when ToolCPUExact, else ToolTicks in seconds.
+	ToolCPUSeconds float64 `json:"tool_cpu_s"`
+	ToolCPUExact   bool    `json:"tool_cpu_exact"`
+	Samples        uint64  `json:"samples_total"`
+	Lost           uint64  `json:"lost_total"`
+	OutBytes       uint64  `json:"output_bytes_total"`
+	OutLines       uint64  `json:"output_lines_total"`
+	Lifetime       float64 `json:"tool_lifetime_s"`
+	Stopped        string  `json:"stopped,omitempty"`
 	// StartSeconds is from starting the monitor to its programs being
 	// attached (rttscope; externals with --external-attach), StopSeconds
 	// from the stop signal to its exit.
@@ -184,7 +188,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			{MetricFwdPPS, "packets/s", "packets through the monitored interface per second, both ways", false},
 			{MetricBusyCores, "CPUs", "busy CPU time per second of the measured CPUs", false},
 			{MetricSoftirqCores, "CPUs", "softirq CPU time per second of the measured CPUs", false},
-			{MetricMonitorCores, "CPUs", "user+system CPU time per second of the monitor's processes", true},
+			{MetricMonitorCores, "CPUs", "CPU time per second of the monitor's processes (their threads' run times from schedstat; utime+stime in clock ticks when a thread exited in the window)", true},
 			{MetricToolCPUShare, "share", "(BPF run time on the interface + the monitor's processes) / busy CPU time of the measured CPUs", true},
 			{MetricBPFNsPerPkt, "ns", "bpf_stats run time of every program on the interface / packets through it (0 for monitors without BPF)", true},
 			{MetricSamplesPerS, "samples/s", "rttscope: RTT records (per-sample, sampled), aggregated samples (aggregated), flow records (flow-summary); others: output lines; over the monitor's life", true},
@@ -404,15 +408,16 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 	// slower interface and sink counters (lb.snap): each set of rates
 	// uses its own interval.
 	type fast struct {
-		t               time.Time
-		cpu             cpuTimes
-		runs, ns, ticks uint64
+		t        time.Time
+		cpu      cpuTimes
+		runs, ns uint64
+		tool     procCPU
 	}
 	readFast := func() fast {
 		f := fast{cpu: readCPUTimesOf(cpus)}
 		f.runs, f.ns = bpfTotals(ms.progs)
 		if ms.tool != nil {
-			f.ticks = ms.tool.cpuTicks()
+			f.tool = ms.tool.cpu()
 		}
 		f.t = time.Now()
 		return f
@@ -432,9 +437,10 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 	}
 	sec := s1.tIf.Sub(s0.tIf).Seconds()
 	fsec := f1.t.Sub(f0.t).Seconds()
-	w := MonitorWindow{BPFRuns: f1.runs - f0.runs, BPFNs: f1.ns - f0.ns, Programs: len(ms.progs), ToolTicks: f1.ticks - f0.ticks, CPUPinned: cpuUseBetween(f0.cpu, f1.cpu, fsec)}
+	w := MonitorWindow{BPFRuns: f1.runs - f0.runs, BPFNs: f1.ns - f0.ns, Programs: len(ms.progs), ToolTicks: f1.tool.ticks - f0.tool.ticks, CPUPinned: cpuUseBetween(f0.cpu, f1.cpu, fsec)}
 	w.Load = LoadWindow{Seconds: sec, FwdTxPackets: s1.srv.TxPackets - s0.srv.TxPackets, FwdTxBytes: s1.srv.TxBytes - s0.srv.TxBytes,
 		FwdRxPackets: s1.srv.RxPackets - s0.srv.RxPackets, FwdRxBytes: s1.srv.RxBytes - s0.srv.RxBytes, SinkBytes: s1.sinkB - s0.sinkB}
+	w.ToolCPUSeconds, w.ToolCPUExact = cpuSecondsBetween(f0.tool, f1.tool)
 	pkts := float64(w.Load.FwdTxPackets + w.Load.FwdRxPackets)
 	v := map[string]float64{
 		MetricFwdMbit:      float64(w.Load.FwdTxBytes) * 8 / sec / 1e6,
@@ -458,7 +464,7 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 		if pt, ok := tool.(*procTool); ok {
 			w.ToolStderr = truncate(pt.stderrText(), 2000)
 		}
-		toolCores := float64(w.ToolTicks) / clockTicks / fsec
+		toolCores := w.ToolCPUSeconds / fsec
 		v[MetricMonitorCores] = toolCores
 		if w.CPUPinned.Busy > 0 {
 			v[MetricToolCPUShare] = (float64(w.BPFNs)/1e9/fsec + toolCores) / w.CPUPinned.Busy

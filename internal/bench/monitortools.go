@@ -60,8 +60,8 @@ type toolCounters struct {
 
 // monitorTool is a running monitor.
 type monitorTool interface {
-	// cpuTicks is the tool's processes' user+system time (clock ticks).
-	cpuTicks() uint64
+	// cpu is the CPU time of the tool's processes.
+	cpu() procCPU
 	counters() toolCounters
 	// stop ends the tool cleanly and tells how it went.
 	stop() (string, error)
@@ -73,9 +73,8 @@ type rttscopeTool struct {
 	mode string
 }
 
-func (t *rttscopeTool) cpuTicks() uint64 {
-	n, _ := procTicks(t.m.cmd.Process.Pid)
-	return n
+func (t *rttscopeTool) cpu() procCPU {
+	return readProcCPU(t.m.cmd.Process.Pid)
 }
 
 func (t *rttscopeTool) counters() toolCounters {
@@ -184,21 +183,20 @@ func (t *procTool) count(r io.Reader, keep bool) {
 	}
 }
 
-// cpuTicks sums the processes of the tool's process group.
-func (t *procTool) cpuTicks() uint64 {
-	var sum uint64
-	for _, st := range groupStats(t.pgid) {
-		if n, ok := parsePidStat(st); ok {
-			sum += n
-		}
+// cpu sums the processes of the tool's process group.
+func (t *procTool) cpu() procCPU {
+	var pids []int
+	for _, ps := range groupStats(t.pgid) {
+		pids = append(pids, ps.pid)
 	}
-	return sum
+	return readProcCPU(pids...)
 }
 
 // groupAlive reports whether a process of the tool's group is still
 // running (zombies do not count).
 func (t *procTool) groupAlive() bool {
-	for _, st := range groupStats(t.pgid) {
+	for _, ps := range groupStats(t.pgid) {
+		st := ps.stat
 		if i := strings.LastIndexByte(st, ')'); i >= 0 && !strings.HasPrefix(strings.TrimSpace(st[i+1:]), "Z") {
 			return true
 		}
@@ -206,21 +204,27 @@ func (t *procTool) groupAlive() bool {
 	return false
 }
 
-// groupStats returns the /proc/PID/stat texts of the processes of
-// process group pgid.
-func groupStats(pgid int) []string {
+// pidStat is a process and its /proc/PID/stat text.
+type pidStat struct {
+	pid  int
+	stat string
+}
+
+// groupStats returns the processes of process group pgid.
+func groupStats(pgid int) []pidStat {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var out []string
+	var out []pidStat
 	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
 		if err == nil && pgidOf(string(b)) == pgid {
-			out = append(out, string(b))
+			out = append(out, pidStat{pid, string(b)})
 		}
 	}
 	return out
