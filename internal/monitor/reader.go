@@ -20,7 +20,7 @@ type reader struct {
 	out    format.Writer
 	dec    events.Decoder
 	offset atomic.Int64  // next clock offset, set by the session's loop
-	poll   time.Duration // pollInterval or aggregatedPollInterval
+	poll   time.Duration // pollInterval
 	rec    ringbuf.Record
 	rtt    events.RTT
 	flow   events.FlowEvent
@@ -33,11 +33,15 @@ func (r *reader) setClockOffset(off int64) { r.offset.Store(off) }
 // EventWakeupBytes), so an event waits at most this long.
 const pollInterval = 50 * time.Millisecond
 
-// aggregatedPollInterval replaces pollInterval in aggregated mode, where
-// the programs send no events at all (samples go into the kernel's
-// histograms, flow openings, closings and timeouts are not reported): the
-// reader then wakes once a second instead of 20 times (on an idle
-// interface the process's CPU fell from ~0.010 to ~0.007-0.008 CPUs).
+// aggregatedPollInterval is how often the session's loop drains the ring
+// in aggregated mode, where the programs send no events at all (samples
+// go into the kernel's histograms, flow openings, closings and timeouts
+// are not reported) and no reader goroutine runs. A goroutine blocked in
+// the ring's epoll_wait keeps an OS thread in a system call, and the Go
+// runtime's monitor thread then wakes every few milliseconds to look at
+// it: on an idle interface that, the 20 polls a second and the output
+// flushes every 200 ms were most of the process's CPU
+// (docs/performance.md, "Round 7").
 const aggregatedPollInterval = time.Second
 
 // loop returns when the reader is closed, or flushed (Reader.Flush) and

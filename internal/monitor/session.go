@@ -29,7 +29,8 @@ import (
 //     ones took, so nothing stays loaded or attached.
 //   - loop does the periodic work (expiry, aggregation intervals, flow
 //     summaries, stats records, output flushes) while a goroutine moves
-//     events from the ring buffer to the output, until the context ends,
+//     events from the ring buffer to the output (in aggregated mode the
+//     loop drains the ring itself), until the context ends,
 //     Duration passes, every interface has gone, or something fails.
 //   - close detaches first, so nothing new arrives, then drains the ring
 //     buffer, writes the last interval, the summaries of flows that ended
@@ -151,9 +152,6 @@ func (s *session) openReaders() error {
 	s.ring = rd
 	s.undo = append(s.undo, rd.Close)
 	s.reader = &reader{rd: rd, out: s.out, poll: pollInterval}
-	if s.opts.BPF.Aggregate {
-		s.reader.poll = aggregatedPollInterval
-	}
 	if s.cleaner, err = s.objs.NewCleaner(); err != nil {
 		return err
 	}
@@ -213,6 +211,20 @@ func (s *session) loop(ctx context.Context) error {
 	if s.sums != nil {
 		sumEvery = s.opts.Report.FlowSummaryInterval
 	}
+	// In aggregated mode the ring is drained from here and the output
+	// flushed after each write (quiet), so the process has no thread
+	// waiting in a system call and wakes only for its own work.
+	quiet := s.opts.BPF.Aggregate
+	var drainC, flushC <-chan time.Time
+	if quiet {
+		c, stop := every(aggregatedPollInterval)
+		defer stop()
+		drainC = c
+	} else {
+		c, stop := every(flushEvery)
+		defer stop()
+		flushC = c
+	}
 	cleanupC, stop := every(s.opts.CleanupInterval)
 	defer stop()
 	statsC, stop := every(s.opts.StatsInterval)
@@ -220,8 +232,6 @@ func (s *session) loop(ctx context.Context) error {
 	aggC, stop := every(aggEvery)
 	defer stop()
 	sumC, stop := every(sumEvery)
-	defer stop()
-	flushC, stop := every(flushEvery)
 	defer stop()
 	for {
 		var err error
@@ -242,6 +252,11 @@ func (s *session) loop(ctx context.Context) error {
 			err = s.stats.write()
 		case <-flushC:
 			err = s.flush()
+		case <-drainC:
+			err = s.reader.drain()
+		}
+		if err == nil && quiet {
+			err = s.flush()
 		}
 		if err != nil {
 			return err
@@ -260,9 +275,13 @@ func every(d time.Duration) (<-chan time.Time, func()) {
 }
 
 // startReader starts the goroutine that moves events to the output; its
-// result goes to readErr.
+// result goes to readErr. In aggregated mode there is none: the programs
+// send no events there, and the loop drains the ring (drainC).
 func (s *session) startReader() {
 	s.reader.dec.ClockOffset = clockOffset()
+	if s.opts.BPF.Aggregate {
+		return
+	}
 	s.readers.Go(func() { s.readErr <- s.reader.loop() })
 }
 
