@@ -41,6 +41,11 @@ type Aggregator struct {
 	vals    []probe.RttscopeAggStats
 	zero    []probe.RttscopeAggStats
 	h       []uint32
+	// slotIdx, slotVals and slotZero are takeSlots' buffers: every slot
+	// of agg_slots (values per CPU) and one slot's zero value.
+	slotIdx  []uint32
+	slotVals []probe.RttscopeAggSlot
+	slotZero []probe.RttscopeAggSlot
 	// active is, per map, when each entry last had traffic (interval
 	// end, Unix ns).
 	active [2]map[probe.RttscopeAggKey]int64
@@ -229,19 +234,47 @@ type slotCounts struct{ Rx, Tx probe.RttscopeTrafficCounters }
 // (bpf/agg.h, agg_slots), summed per prefix over slots and CPUs, and
 // empties those slots. Only after the grace period: nothing writes to an
 // old epoch's slots any more.
+//
+// The slots are read in one batch, both epochs (an array's batch starts
+// at index 0), into buffers kept from the interval before: one system
+// call and no allocation where a lookup per slot made 256 calls a second
+// and garbage for the collector (docs/performance.md, "Round 7"). The
+// other epoch's slots, which the programs are writing, are read and not
+// used.
 func (a *Aggregator) takeSlots(epoch uint32) (map[probe.RttscopeAggKey]*slotCounts, error) {
-	out := map[probe.RttscopeAggKey]*slotCounts{}
-	var vals, zero []probe.RttscopeAggSlot
-	// Epoch e's slots are [e*n, (e+1)*n) (bpf/agg.h: 2 * AGG_SLOTS).
-	n := a.objs.AggSlots.MaxEntries() / 2
-	for i := range n {
-		idx := epoch&1*n + i
-		if err := a.objs.AggSlots.Lookup(idx, &vals); err != nil {
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, err
+	}
+	n := int(a.objs.AggSlots.MaxEntries())
+	if len(a.slotIdx) != n {
+		a.slotIdx = make([]uint32, n)
+		a.slotVals = make([]probe.RttscopeAggSlot, n*cpus)
+		a.slotZero = make([]probe.RttscopeAggSlot, cpus)
+	}
+	var cursor ebpf.MapBatchCursor
+	got := 0
+	for got < n {
+		k, err := a.objs.AggSlots.BatchLookup(&cursor, a.slotIdx[got:], a.slotVals[got*cpus:], nil)
+		got += k
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break // that was the last batch
+		}
+		if err != nil {
 			return nil, fmt.Errorf("read prefix slots: %w", err)
 		}
+	}
+	out := map[probe.RttscopeAggKey]*slotCounts{}
+	// Epoch e's slots are [e*half, (e+1)*half) (bpf/agg.h: 2 * AGG_SLOTS).
+	half := uint32(n / 2)
+	lo := epoch & 1 * half
+	for i, idx := range a.slotIdx[:got] {
+		if idx < lo || idx >= lo+half {
+			continue
+		}
 		filled := false
-		for c := range vals {
-			v := &vals[c]
+		for c := range cpus {
+			v := &a.slotVals[i*cpus+c]
 			if v.Filled == 0 {
 				continue
 			}
@@ -257,10 +290,7 @@ func (a *Aggregator) takeSlots(epoch uint32) (map[probe.RttscopeAggKey]*slotCoun
 		if !filled {
 			continue
 		}
-		if len(zero) != len(vals) {
-			zero = make([]probe.RttscopeAggSlot, len(vals))
-		}
-		if err := a.objs.AggSlots.Put(idx, zero); err != nil {
+		if err := a.objs.AggSlots.Put(idx, a.slotZero); err != nil {
 			return nil, fmt.Errorf("empty prefix slots: %w", err)
 		}
 	}
