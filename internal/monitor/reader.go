@@ -19,8 +19,7 @@ type reader struct {
 	rd     *ringbuf.Reader
 	out    format.Writer
 	dec    events.Decoder
-	offset atomic.Int64  // next clock offset, set by the session's loop
-	poll   time.Duration // pollInterval
+	offset atomic.Int64 // next clock offset, set by the session's loop
 	rec    ringbuf.Record
 	rtt    events.RTT
 	flow   events.FlowEvent
@@ -33,27 +32,16 @@ func (r *reader) setClockOffset(off int64) { r.offset.Store(off) }
 // EventWakeupBytes), so an event waits at most this long.
 const pollInterval = 50 * time.Millisecond
 
-// aggregatedPollInterval is how often the session's loop drains the ring
-// in aggregated mode, where the programs send no events at all (samples
-// go into the kernel's histograms, flow openings, closings and timeouts
-// are not reported) and no reader goroutine runs. A goroutine blocked in
-// the ring's epoll_wait keeps an OS thread in a system call, and the Go
-// runtime's monitor thread then wakes every few milliseconds to look at
-// it: on an idle interface that, the 20 polls a second and the output
-// flushes every 200 ms were most of the process's CPU
-// (docs/performance.md, "Round 7").
-const aggregatedPollInterval = time.Second
-
 // loop returns when the reader is closed, or flushed (Reader.Flush) and
 // the records in the ring at that point are handled.
 func (r *reader) loop() error {
 	r.offset.Store(r.dec.ClockOffset)
-	r.rd.SetDeadline(time.Now().Add(r.poll))
+	r.rd.SetDeadline(time.Now().Add(pollInterval))
 	for {
 		if err := r.rd.ReadInto(&r.rec); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				// Every record in the ring is handled: wait again.
-				r.rd.SetDeadline(time.Now().Add(r.poll))
+				r.rd.SetDeadline(time.Now().Add(pollInterval))
 				continue
 			}
 			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, ringbuf.ErrFlushed) {

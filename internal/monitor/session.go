@@ -62,6 +62,21 @@ type session struct {
 // flushEvery is how often buffered output is written out.
 const flushEvery = 200 * time.Millisecond
 
+// drainEvery is how often the loop drains the ring in aggregated mode,
+// where the programs send no events at all (samples go into the kernel's
+// histograms; flow openings, closings and timeouts are not reported) and
+// no reader goroutine runs. A goroutine blocked in the ring's epoll_wait
+// keeps an OS thread in a system call, and the Go runtime's monitor
+// thread then wakes every few milliseconds to look at it: on an idle
+// interface that, the reader's polls and the output flushes every 200 ms
+// were most of the process's CPU (docs/performance.md, "Round 7").
+const drainEvery = time.Second
+
+// quiet reports whether the loop itself drains the ring and flushes the
+// output after its own writes (aggregated mode), instead of a reader
+// goroutine and a flush ticker.
+func (s *session) quiet() bool { return s.opts.BPF.Aggregate }
+
 func open(opts Options) (_ *session, err error) {
 	if opts.Output == nil {
 		return nil, errors.New("monitor: no output writer")
@@ -151,7 +166,7 @@ func (s *session) openReaders() error {
 	}
 	s.ring = rd
 	s.undo = append(s.undo, rd.Close)
-	s.reader = &reader{rd: rd, out: s.out, poll: pollInterval}
+	s.reader = &reader{rd: rd, out: s.out}
 	if s.cleaner, err = s.objs.NewCleaner(); err != nil {
 		return err
 	}
@@ -211,13 +226,12 @@ func (s *session) loop(ctx context.Context) error {
 	if s.sums != nil {
 		sumEvery = s.opts.Report.FlowSummaryInterval
 	}
-	// In aggregated mode the ring is drained from here and the output
-	// flushed after each write (quiet), so the process has no thread
-	// waiting in a system call and wakes only for its own work.
-	quiet := s.opts.BPF.Aggregate
+	// Quiet: the process has no thread waiting in a system call and
+	// wakes only for its own work.
+	quiet := s.quiet()
 	var drainC, flushC <-chan time.Time
 	if quiet {
-		c, stop := every(aggregatedPollInterval)
+		c, stop := every(drainEvery)
 		defer stop()
 		drainC = c
 	} else {
@@ -275,11 +289,11 @@ func every(d time.Duration) (<-chan time.Time, func()) {
 }
 
 // startReader starts the goroutine that moves events to the output; its
-// result goes to readErr. In aggregated mode there is none: the programs
-// send no events there, and the loop drains the ring (drainC).
+// result goes to readErr. Quiet there is none: the loop drains the ring
+// (drainEvery).
 func (s *session) startReader() {
 	s.reader.dec.ClockOffset = clockOffset()
-	if s.opts.BPF.Aggregate {
+	if s.quiet() {
 		return
 	}
 	s.readers.Go(func() { s.readErr <- s.reader.loop() })
