@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseSchedstat(t *testing.T) {
@@ -40,29 +43,50 @@ func TestCPUSecondsBetween(t *testing.T) {
 	}
 }
 
-// This process's own threads: read exactly, and the time a busy loop on
-// a locked thread spends shows up in the sum.
+// This process's own threads: the thread of a busy loop is read, and its
+// run time is in the sum. Checked against that thread's own schedstat, so
+// that other threads of the test binary starting or exiting meanwhile
+// cannot make it fail.
 func TestReadProcCPUSelf(t *testing.T) {
-	a := readProcCPU(os.Getpid())
-	if !a.exact || !a.tids[os.Getpid()] {
-		t.Fatalf("readProcCPU(self) = exact %v, tids %v; want exact with the main thread", a.exact, a.tids)
+	pid := os.Getpid()
+	type result struct {
+		tid             int
+		before, after   uint64
+		sum             procCPU
+		okBefore, okAft bool
 	}
-	done := make(chan struct{})
+	done := make(chan result)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		r := result{tid: unix.Gettid()}
+		path := fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, r.tid)
+		read := func() (uint64, bool) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return 0, false
+			}
+			return parseSchedstat(string(b))
+		}
+		r.before, r.okBefore = read()
 		x := 0
 		for i := 0; i < 50_000_000; i++ {
 			x += i
 		}
-		_ = x
-		close(done)
+		runtime.KeepAlive(x)
+		r.after, r.okAft = read()
+		r.sum = readProcCPU(pid)
+		done <- r
 	}()
-	<-done
-	b := readProcCPU(os.Getpid())
-	s, exact := cpuSecondsBetween(a, b)
-	if !exact || s <= 0 {
-		t.Errorf("after a busy loop: %v s, exact %v; want more than 0, exact", s, exact)
+	r := <-done
+	if !r.okBefore || !r.okAft || r.after <= r.before {
+		t.Fatalf("the busy thread's schedstat: %d -> %d (read %v, %v); want growth", r.before, r.after, r.okBefore, r.okAft)
+	}
+	if !r.sum.tids[r.tid] || !r.sum.tids[pid] {
+		t.Errorf("readProcCPU(self) threads %v: want the main thread %d and the busy one %d", r.sum.tids, pid, r.tid)
+	}
+	if r.sum.ns < r.after {
+		t.Errorf("readProcCPU(self) = %d ns; less than the busy thread's own %d", r.sum.ns, r.after)
 	}
 	if gone := readProcCPU(1 << 30); gone.ns != 0 || gone.ticks != 0 || len(gone.tids) != 0 {
 		t.Errorf("a pid that does not exist read as %+v", gone)
