@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/rttscope/rttscope/internal/kernel"
+	"github.com/rttscope/rttscope/internal/probe"
 )
 
 // Cleaner expires idle flows and unanswered timestamps. The walk over the
@@ -16,10 +17,19 @@ import (
 // kernel refuses those, a tc program that walks the maps with
 // bpf_for_each_map_elem, run by BPF_PROG_TEST_RUN. Both apply the same
 // per-entry logic (bpf/cleanup.h).
+//
+// A walk over a map that holds nothing is skipped: the programs count
+// every insert and delete, so the occupancies (inserts minus deletes) are
+// four counter reads, where the timestamp map's walk visits all its
+// buckets (131,072 by default) even when empty. Skipping loses no expiry:
+// whatever is inserted after the read is younger than any timeout and
+// meets the next walk.
 type Cleaner struct {
-	iters []*link.Iter
-	run   *ebpf.Program
-	frame []byte // the (ignored) packet BPF_PROG_TEST_RUN needs
+	iters    []*link.Iter // the flow table's walk, then the timestamp map's
+	run      *ebpf.Program
+	frame    []byte    // the (ignored) packet BPF_PROG_TEST_RUN needs
+	counters *ebpf.Map // the programs' per-CPU counters; nil: always walk
+	perCPU   []uint64  // scratch for counters lookups
 }
 
 // NewCleaner sets up the best cleanup this kernel allows and records it in
@@ -45,7 +55,7 @@ func (o *Objects) NewCleaner() (*Cleaner, error) {
 		return &Cleaner{}, nil
 	}
 	o.Variant.Cleanup = CleanupProgRun
-	return &Cleaner{run: o.RttscopeCleanupRun, frame: make([]byte, 64)}, nil
+	return &Cleaner{run: o.RttscopeCleanupRun, frame: make([]byte, 64), counters: o.Counters}, nil
 }
 
 // iteratorCleaner loads and attaches the cleanup iterators, or returns nil
@@ -65,7 +75,7 @@ func (o *Objects) iteratorCleaner() *Cleaner {
 	if o.RttscopeCleanupFlows == nil || o.RttscopeCleanupTimestamps == nil {
 		return nil
 	}
-	c := &Cleaner{}
+	c := &Cleaner{counters: o.Counters}
 	for _, it := range []link.IterOptions{
 		{Program: o.RttscopeCleanupFlows, Map: o.FlowUsed},
 		{Program: o.RttscopeCleanupTimestamps, Map: o.TsMap},
@@ -82,15 +92,24 @@ func (o *Objects) iteratorCleaner() *Cleaner {
 	return c
 }
 
-// Run walks both maps once.
+// Run walks both maps once, each only if it holds something. Not for
+// concurrent use.
 func (c *Cleaner) Run() error {
+	flows, timestamps := c.occupied()
 	if c.run != nil {
+		// One program walks both maps.
+		if !flows && !timestamps {
+			return nil
+		}
 		if _, err := c.run.Run(&ebpf.RunOptions{Data: c.frame}); err != nil {
 			return fmt.Errorf("run cleanup program: %w", err)
 		}
 		return nil
 	}
-	for _, it := range c.iters {
+	for i, it := range c.iters {
+		if i == 0 && !flows || i == 1 && !timestamps {
+			continue
+		}
 		rd, err := it.Open()
 		if err != nil {
 			return fmt.Errorf("open cleanup iterator: %w", err)
@@ -102,6 +121,41 @@ func (c *Cleaner) Run() error {
 		}
 	}
 	return nil
+}
+
+// occupied reports whether the flow table and the timestamp map may hold
+// entries: true unless the programs' counters say they are empty (also
+// when a counter cannot be read). Deletes are read before inserts, so that
+// traffic between the reads can only make a map look fuller.
+func (c *Cleaner) occupied() (flows, timestamps bool) {
+	if c.counters == nil {
+		return true, true
+	}
+	flows = c.differ(probe.RttscopeCounterCOUNTER_FLOWS_DELETED, probe.RttscopeCounterCOUNTER_FLOWS_CREATED)
+	timestamps = c.differ(probe.RttscopeCounterCOUNTER_TS_DELETED, probe.RttscopeCounterCOUNTER_TS_CREATED)
+	return flows, timestamps
+}
+
+// differ reports whether counter inserted, read after deleted, exceeds it
+// (summed over CPUs); true when either cannot be read.
+func (c *Cleaner) differ(deleted, inserted probe.RttscopeCounter) bool {
+	d, err := c.sum(deleted)
+	if err != nil {
+		return true
+	}
+	i, err := c.sum(inserted)
+	return err != nil || i > d
+}
+
+func (c *Cleaner) sum(k probe.RttscopeCounter) (uint64, error) {
+	if err := c.counters.Lookup(uint32(k), &c.perCPU); err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, v := range c.perCPU {
+		n += v
+	}
+	return n, nil
 }
 
 // Close detaches the iterators. The programs belong to the Objects.

@@ -55,7 +55,7 @@ func benchmarkCleanupWalk(b *testing.B, disable, variant string, n int) {
 	if err := o.ReplayNow.Set(now); err != nil {
 		b.Fatal(err)
 	}
-	fillForCleanup(b, o, n, now)
+	fillForCleanup(b, o, n, now, true)
 	b.ResetTimer()
 	for b.Loop() {
 		if err := c.Run(); err != nil {
@@ -68,8 +68,9 @@ func benchmarkCleanupWalk(b *testing.B, disable, variant string, n int) {
 // fillForCleanup inserts n flows and n timestamps, all last seen at now.
 // The flows go to the first n slots of the flow table, marked in use in
 // flow_used: where the kernel's hash would put them does not matter to a
-// walk.
-func fillForCleanup(b *testing.B, o *Objects, n int, now uint64) {
+// walk. counted: also add them to the programs' insert counters, as the
+// programs do, from which the Cleaner learns whether a map holds anything.
+func fillForCleanup(b testing.TB, o *Objects, n int, now uint64, counted bool) {
 	b.Helper()
 	var slot probe.RttscopeFlowSlot
 	slot.Tag = flowTagClaimed + 1 // any published tag
@@ -93,6 +94,19 @@ func fillForCleanup(b *testing.B, o *Objects, n int, now uint64) {
 		}
 		if err := o.TsMap.Put(k[:], now); err != nil {
 			b.Fatalf("fill timestamp map: %v", err)
+		}
+	}
+	if !counted {
+		return
+	}
+	for _, c := range []probe.RttscopeCounter{probe.RttscopeCounterCOUNTER_FLOWS_CREATED, probe.RttscopeCounterCOUNTER_TS_CREATED} {
+		var perCPU []uint64
+		if err := o.Counters.Lookup(uint32(c), &perCPU); err != nil {
+			b.Fatalf("read counter %d: %v", c, err)
+		}
+		perCPU[0] += uint64(n)
+		if err := o.Counters.Put(uint32(c), perCPU); err != nil {
+			b.Fatalf("count the fill in counter %d: %v", c, err)
 		}
 	}
 }
@@ -124,7 +138,7 @@ func BenchmarkSummaryWalk(b *testing.B) {
 			if o.Variant.Summaries != SummariesMapWalk {
 				b.Fatalf("summaries variant %s, want %s", o.Variant.Summaries, SummariesMapWalk)
 			}
-			fillForCleanup(b, o, n, 1e12)
+			fillForCleanup(b, o, n, 1e12, true)
 			b.ResetTimer()
 			for b.Loop() {
 				if err := s.Snapshot(func(*events.FlowSummary) error { return nil }); err != nil {
