@@ -121,6 +121,9 @@ var otherLinkTypes = map[uint16]string{
 	147: "USER0", 239: "NFLOG", 187: "BLUETOOTH_HCI_H4", 197: "ERF",
 }
 
+// supportedLinkTypes ends the error for a link type not in Supported.
+const supportedLinkTypes = "readable: Ethernet, Linux cooked (SLL, SLL2), raw IP, BSD loopback (NULL, LOOP)"
+
 // Supported reports whether Open/Next can normalise frames of link type lt.
 func Supported(lt uint16) bool {
 	switch lt {

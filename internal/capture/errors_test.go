@@ -226,7 +226,7 @@ func TestGarbage(t *testing.T) {
 		"v3.pcap": {append([]byte{0xd4, 0xc3, 0xb2, 0xa1, 3, 0, 0, 0}, make([]byte, 16)...), "unsupported pcap version 3.0", nil},
 		"badbom.pcapng": {[]byte{0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0},
 			"bad byte-order magic", ErrCorrupt},
-		"radiotap.pcap": {pcapHeader(127), "unsupported link type 127 (IEEE802_11_RADIOTAP)", ErrUnsupportedLinkType},
+		"radiotap.pcap": {pcapHeader(127), "unsupported link type 127 (IEEE802_11_RADIOTAP); readable: Ethernet,", ErrUnsupportedLinkType},
 		"usb.pcap":      {pcapHeader(189), "unsupported link type 189 (LINKTYPE_189)", ErrUnsupportedLinkType},
 	}
 	for name, c := range cases {
@@ -358,7 +358,7 @@ func TestUnsupportedLinkTypeOnPcapngInterface(t *testing.T) {
 	r, err := NewReader("mixed.pcapng", &b)
 	must(t, err)
 	n, err := readUntilError(t, r, wants)
-	want := "mixed.pcapng: packet 2: unsupported link type 127 (IEEE802_11_RADIOTAP) on interface 1"
+	want := "mixed.pcapng: packet 2: unsupported link type 127 (IEEE802_11_RADIOTAP) on interface 1; readable:"
 	if n != 2 || err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, ErrUnsupportedLinkType) {
 		t.Fatalf("after %d packets: %v", n, err)
 	}

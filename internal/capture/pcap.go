@@ -35,7 +35,7 @@ func (r *Reader) readPcapHeader() error {
 		r.fcsLen = int(lt>>28) * 2
 	}
 	if !Supported(r.linkType) {
-		return r.headerErr(fmt.Errorf("%w %d (%s)", ErrUnsupportedLinkType, r.linkType, LinkTypeName(r.linkType)))
+		return r.headerErr(fmt.Errorf("%w %d (%s); %s", ErrUnsupportedLinkType, r.linkType, LinkTypeName(r.linkType), supportedLinkTypes))
 	}
 	return nil
 }

@@ -287,7 +287,8 @@ func (r *Reader) parsePacketBlock(typ uint32, body []byte) error {
 	}
 	ifc := &r.ng.ifaces[ifID]
 	if !Supported(ifc.linkType) {
-		return fmt.Errorf("%w %d (%s) on interface %d", ErrUnsupportedLinkType, ifc.linkType, LinkTypeName(ifc.linkType), ifID)
+		return fmt.Errorf("%w %d (%s) on interface %d; %s (replay can keep the other interfaces: --interface-id)",
+			ErrUnsupportedLinkType, ifc.linkType, LinkTypeName(ifc.linkType), ifID, supportedLinkTypes)
 	}
 	r.pkt = Packet{Interface: ifID}
 	if hasTS {
