@@ -33,24 +33,7 @@ func BenchmarkCleanupWalk(b *testing.B) {
 }
 
 func benchmarkCleanupWalk(b *testing.B, disable, variant string, n int) {
-	b.Setenv(kernel.DisableEnv, disable)
-	testutil.RequireRoot(b)
-	cfg := DefaultConfig()
-	cfg.Replay = true // "now" is replay_now, set below: nothing is due
-	cfg.FlowMapSize, cfg.TimestampMapSize = 131072, 131072
-	o, err := Load(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer o.Close()
-	c, err := o.NewCleaner()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	if o.Variant.Cleanup != variant {
-		b.Skipf("variant %s not available here (%v)", variant, o.Variant.Notes)
-	}
+	o, c := loadCleaner(b, disable, variant, 131072)
 	const now = uint64(1e12)
 	if err := o.ReplayNow.Set(now); err != nil {
 		b.Fatal(err)
@@ -63,6 +46,36 @@ func benchmarkCleanupWalk(b *testing.B, disable, variant string, n int) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(2*n), "ns/entry")
+}
+
+// loadCleaner loads the programs for replay ("now" is replay_now: nothing
+// is due until a test sets it), maps sized for size entries (0: default),
+// with the kernel features in disable switched off, and sets up their
+// Cleaner; it skips tb unless the Cleaner is of the given variant. Both
+// are closed with tb.
+func loadCleaner(tb testing.TB, disable, variant string, size uint32) (*Objects, *Cleaner) {
+	tb.Helper()
+	tb.Setenv(kernel.DisableEnv, disable)
+	testutil.RequireRoot(tb)
+	cfg := DefaultConfig()
+	cfg.Replay = true
+	if size > 0 {
+		cfg.FlowMapSize, cfg.TimestampMapSize = size, size
+	}
+	o, err := Load(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { o.Close() })
+	c, err := o.NewCleaner()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	if o.Variant.Cleanup != variant {
+		tb.Skipf("cleanup variant %s not available on this kernel: %v", variant, o.Variant.Notes)
+	}
+	return o, c
 }
 
 // fillForCleanup inserts n flows and n timestamps, all last seen at now.

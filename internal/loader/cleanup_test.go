@@ -5,7 +5,6 @@ import (
 
 	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/probe"
-	"github.com/rttscope/rttscope/internal/testutil"
 )
 
 // TestCleanerWalksOnlyOccupiedMaps checks, for both ways of walking, that
@@ -23,23 +22,7 @@ func TestCleanerWalksOnlyOccupiedMaps(t *testing.T) {
 				name = v.name + "/uncounted"
 			}
 			t.Run(name, func(t *testing.T) {
-				t.Setenv(kernel.DisableEnv, v.disable)
-				testutil.RequireRoot(t)
-				cfg := DefaultConfig()
-				cfg.Replay = true // "now" is replay_now
-				o, err := Load(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer o.Close()
-				c, err := o.NewCleaner()
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				if o.Variant.Cleanup != v.name {
-					t.Skipf("variant %s not available on this kernel: %v", v.name, o.Variant.Notes)
-				}
+				o, c := loadCleaner(t, v.disable, v.name, 0)
 				const n = 10
 				fillForCleanup(t, o, n, 1, counted)
 				// 1000 s later: past every timeout.
