@@ -106,8 +106,9 @@ func (c *Cleaner) Run() error {
 		}
 		return nil
 	}
+	holds := [2]bool{flows, timestamps} // in the order of c.iters
 	for i, it := range c.iters {
-		if i == 0 && !flows || i == 1 && !timestamps {
+		if !holds[i] {
 			continue
 		}
 		rd, err := it.Open()
@@ -139,23 +140,12 @@ func (c *Cleaner) occupied() (flows, timestamps bool) {
 // differ reports whether counter inserted, read after deleted, exceeds it
 // (summed over CPUs); true when either cannot be read.
 func (c *Cleaner) differ(deleted, inserted probe.RttscopeCounter) bool {
-	d, err := c.sum(deleted)
+	d, err := sumCounter(c.counters, uint32(deleted), &c.perCPU)
 	if err != nil {
 		return true
 	}
-	i, err := c.sum(inserted)
+	i, err := sumCounter(c.counters, uint32(inserted), &c.perCPU)
 	return err != nil || i > d
-}
-
-func (c *Cleaner) sum(k probe.RttscopeCounter) (uint64, error) {
-	if err := c.counters.Lookup(uint32(k), &c.perCPU); err != nil {
-		return 0, err
-	}
-	var n uint64
-	for _, v := range c.perCPU {
-		n += v
-	}
-	return n, nil
 }
 
 // Close detaches the iterators. The programs belong to the Objects.

@@ -3,6 +3,8 @@ package loader
 import (
 	"fmt"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/rttscope/rttscope/internal/events"
 	"github.com/rttscope/rttscope/internal/telemetry"
 )
@@ -26,14 +28,26 @@ func (o *Objects) ReadCounters() (events.Counters, error) {
 	var sum events.Counters
 	var perCPU []uint64
 	for c := range sum {
-		if err := o.Counters.Lookup(uint32(c), &perCPU); err != nil {
-			return sum, fmt.Errorf("read kernel counter %d: %w", c, err)
+		n, err := sumCounter(o.Counters, uint32(c), &perCPU)
+		if err != nil {
+			return sum, err
 		}
-		for _, v := range perCPU {
-			sum[c] += v
-		}
+		sum[c] = n
 	}
 	return sum, nil
+}
+
+// sumCounter returns kernel counter k of the per-CPU counters map m,
+// summed over all CPUs; perCPU is scratch kept between calls.
+func sumCounter(m *ebpf.Map, k uint32, perCPU *[]uint64) (uint64, error) {
+	if err := m.Lookup(k, perCPU); err != nil {
+		return 0, fmt.Errorf("read kernel counter %d: %w", k, err)
+	}
+	var n uint64
+	for _, v := range *perCPU {
+		n += v
+	}
+	return n, nil
 }
 
 // Stats fills the counters of the telemetry record from the kernel's.
