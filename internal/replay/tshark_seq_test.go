@@ -124,7 +124,11 @@ func tsharkFrames(t *testing.T, path string) []tsFrame {
 //     sample there), or its segment was sent while the replay was timing
 //     an earlier range in that direction ("one range at a time"), or a
 //     retransmission was seen in that direction between its sending and
-//     its ACK, or it is one ("Karn").
+//     its ACK, or it is one ("Karn"). "While" and "between" are in capture
+//     order, the order the replay reads packets in: a capture's timestamps
+//     can go backwards by a few microseconds (the two directions are
+//     stamped on different CPUs), so an ACK that ends a timing may be
+//     stamped before a segment captured ahead of it.
 //   - tcp.analysis.initial_rtt of each connection equals the sum of its two
 //     handshake samples.
 func TestTsharkSeqOracle(t *testing.T) {
@@ -173,6 +177,36 @@ func TestTsharkSeqOracle(t *testing.T) {
 	compareWithTshark(t, tsharkFrames(t, pcap), rep)
 }
 
+// TestTsharkSeqOracleBackwardTimestamps holds TestTsharkSeqOracle's rules
+// to a capture of that test whose timestamps go backwards: one connection
+// (client 10.10.0.2, port 58814) cut to its first 919 packets and 128
+// bytes each. An ACK (frame 1330 of the original) is stamped 15 us before
+// the data segment captured just ahead of it (1329); the replay, reading in
+// capture order, was still timing the range that ACK answers when it read
+// the segment, so it did not time the segment. Rules in capture time
+// instead of capture order call that a missing sample.
+func TestTsharkSeqOracleBackwardTimestamps(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireTools(t, "tshark")
+	pcap := filepath.Join("testdata", "seq-backwards.pcap")
+	frames := tsharkFrames(t, pcap)
+	backwards := 0
+	for i := 1; i < len(frames); i++ {
+		if frames[i].time < frames[i-1].time {
+			backwards++
+		}
+	}
+	if backwards == 0 {
+		t.Fatalf("%s: no timestamp goes backwards; the capture no longer tests what it is for", pcap)
+	}
+	cfg := loader.DefaultConfig()
+	cfg.RateLimit, cfg.TrackTCPHandshake = 0, true
+	client := []netip.Prefix{netip.MustParsePrefix("10.10.0.0/24")}
+	rep, _ := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: client}})
+	compareWithTshark(t, frames, rep)
+	t.Logf("%d of %d timestamps go backwards", backwards, len(frames))
+}
+
 // compareWithTshark applies the rules of TestTsharkSeqOracle.
 func compareWithTshark(t *testing.T, frames []tsFrame, rep []events.RTT) {
 	t.Helper()
@@ -203,8 +237,9 @@ func compareWithTshark(t *testing.T, frames []tsFrame, rep []events.RTT) {
 		return n != 0 && f.num > n
 	}
 
-	// timing is one range the replay timed and sampled: sent, answered.
-	type timing struct{ sent, acked int64 }
+	// timing is one range the replay timed and sampled: the frame
+	// numbers of its segment and of the ACK that answered it.
+	type timing struct{ sent, acked int }
 	timings := map[dirKey][]timing{} // by the data's direction
 	sampled := map[int]bool{}        // ACK frames the replay sampled
 	var agree, cumulative int
@@ -229,7 +264,7 @@ func compareWithTshark(t *testing.T, frames []tsFrame, rep []events.RTT) {
 		if afterRST(ackF) {
 			t.Errorf("sample %+v: at frame %d, after the connection's RST (frame %d)", e, ackF.num, firstRST[back])
 		}
-		timings[fwd] = append(timings[fwd], timing{sentF.time, ackF.time})
+		timings[fwd] = append(timings[fwd], timing{sentF.num, ackF.num})
 		if e.Source == events.SourceTCPSYN {
 			if sentF.syn && sentF.ackOn { // SYN-ACK -> ACK: client to server
 				handshake[back] += int64(e.RTT)
@@ -256,12 +291,12 @@ func compareWithTshark(t *testing.T, frames []tsFrame, rep []events.RTT) {
 		agree++
 	}
 
-	// Retransmissions by direction, for Karn.
-	retrans := map[dirKey][]int64{}
+	// Retransmissions by direction (frame numbers), for Karn.
+	retrans := map[dirKey][]int{}
 	for i := range frames {
 		if f := &frames[i]; f.retrans {
 			k := dirKey{f.src, f.dst}
-			retrans[k] = append(retrans[k], f.time)
+			retrans[k] = append(retrans[k], f.num)
 		}
 	}
 	var oneAtATime, karn, closed, tsharkOnly int
@@ -283,7 +318,7 @@ func compareWithTshark(t *testing.T, frames []tsFrame, rep []events.RTT) {
 		data := dirKey{seg.src, seg.dst}
 		explained := false
 		for _, tm := range timings[data] {
-			if seg.time >= tm.sent && seg.time < tm.acked {
+			if seg.num >= tm.sent && seg.num < tm.acked {
 				explained = true
 				oneAtATime++
 				break
@@ -291,7 +326,7 @@ func compareWithTshark(t *testing.T, frames []tsFrame, rep []events.RTT) {
 		}
 		if !explained {
 			for _, r := range retrans[data] {
-				if r >= seg.time && r <= f.time {
+				if r >= seg.num && r <= f.num {
 					explained = true
 					karn++
 					break
