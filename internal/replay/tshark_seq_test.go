@@ -171,10 +171,18 @@ func TestTsharkSeqOracle(t *testing.T) {
 		t.Skipf("skipped: the capture lost %d packets (machine loaded); the comparison needs every packet", dropped)
 	}
 
+	compareWithTshark(t, tsharkFrames(t, pcap), replaySeq(t, pcap, clientNets(l)))
+}
+
+// replaySeq replays a capture of TestTsharkSeqOracle's lab as the oracle
+// tests compare it: no rate limit, the handshake timed; clients are the
+// packets' local side.
+func replaySeq(t *testing.T, pcap string, clients []netip.Prefix) []events.RTT {
+	t.Helper()
 	cfg := loader.DefaultConfig()
 	cfg.RateLimit, cfg.TrackTCPHandshake = 0, true
-	rep, _ := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: clientNets(l)}})
-	compareWithTshark(t, tsharkFrames(t, pcap), rep)
+	rep, _ := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: clients}})
+	return rep
 }
 
 // TestTsharkSeqOracleBackwardTimestamps holds TestTsharkSeqOracle's rules
@@ -199,11 +207,7 @@ func TestTsharkSeqOracleBackwardTimestamps(t *testing.T) {
 	if backwards == 0 {
 		t.Fatalf("%s: no timestamp goes backwards; the capture no longer tests what it is for", pcap)
 	}
-	cfg := loader.DefaultConfig()
-	cfg.RateLimit, cfg.TrackTCPHandshake = 0, true
-	client := []netip.Prefix{netip.MustParsePrefix("10.10.0.0/24")}
-	rep, _ := replayRTTs(t, replay.Options{Path: pcap, BPF: cfg, Direction: replay.DirectionRules{LocalNets: client}})
-	compareWithTshark(t, frames, rep)
+	compareWithTshark(t, frames, replaySeq(t, pcap, []netip.Prefix{netip.MustParsePrefix("10.10.0.0/24")}))
 	t.Logf("%d of %d timestamps go backwards", backwards, len(frames))
 }
 
