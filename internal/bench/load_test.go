@@ -102,6 +102,17 @@ func TestTargets(t *testing.T) {
 	if s := r.Lookup(seriesID(GroupLoad, tcpScenario(1000), ModeAggregated, "", MetricCPUShare)); s == nil || math.Abs(s.Summary.Median-0.02) > 1e-9 {
 		t.Errorf("cpu share series = %+v, want median 0.02", s)
 	}
+	if strings.Contains(agg.Measured, "residual") {
+		t.Errorf("without a test_run residual there is no net share: %s", agg.Measured)
+	}
+	// With bpf_stats' residual (500 us per run here, 10 runs per hook):
+	// 10 of the 20 ms of BPF time are the residual, which also comes off
+	// the busy time: (10 ms + 20 ms) / (2 s - 10 ms) = 1.5075 %.
+	r.series(GroupTestRun, CaseStatsOn, ProgEmpty, "", MetricBPFNsPerRun, "ns", "").Add(500_000)
+	r.Finalize()
+	if m := evaluateTargets(r)[0].Measured; !strings.Contains(m, "(1.5% without bpf_stats' residual of 500000 ns per run") {
+		t.Errorf("net share missing or wrong: %s", m)
+	}
 	if ev.Met == nil || !*ev.Met || ev.Value != 2e6 {
 		t.Errorf("events target: met %v, value %v", ev.Met, ev.Value)
 	}
@@ -166,6 +177,23 @@ func TestCostTargets(t *testing.T) {
 	}
 	if math.Abs(ts[2].Value-1.2) > 1e-9 {
 		t.Errorf("aggregated vs per-sample = %v, want the worse hook's 1.2", ts[2].Value)
+	}
+}
+
+func TestNetRunTimeNs(t *testing.T) {
+	for _, c := range []struct {
+		ns, runs uint64
+		residual float64
+		want     float64
+	}{
+		{1000, 10, 36.5, 635},
+		{1000, 10, 0, 1000},
+		{1000, 0, 36.5, 1000},
+		{300, 10, 36.5, 0}, // a residual above the reported time: never negative
+	} {
+		if got := netRunTimeNs(c.ns, c.runs, c.residual); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("netRunTimeNs(%d, %d, %v) = %v, want %v", c.ns, c.runs, c.residual, got, c.want)
+		}
 	}
 }
 

@@ -35,8 +35,12 @@ func PrintSummary(w io.Writer, r *Result) error {
 			return err
 		}
 		if s := r.Lookup(seriesID(GroupTestRun, CaseStatsOn, ProgEmpty, "", MetricNsPerRun)); s != nil && s.Compare != nil {
-			fmt.Fprintf(w, "(%s: the same frame with bpf_stats on; its EMPTY cell compares with bpf_stats off: the accounting costs %.1f ns per run here)\n",
+			fmt.Fprintf(w, "(%s: the same frame with bpf_stats on; its EMPTY cell compares with bpf_stats off: the accounting costs %.1f ns per run here",
 				CaseStatsOn, s.Compare.Delta)
+			if own := r.Lookup(seriesID(GroupTestRun, CaseStatsOn, ProgEmpty, "", MetricBPFNsPerRun)); own != nil && own.Summary.N > 0 {
+				fmt.Fprintf(w, ", of which %.1f ns land inside run_time_ns: the empty program's own bpf_stats figure, the residual in every live ns/packet", own.Summary.Median)
+			}
+			fmt.Fprintln(w, ")")
 		}
 	}
 

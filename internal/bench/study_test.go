@@ -236,6 +236,26 @@ func TestMonitorStudyFast(t *testing.T) {
 	if s := get("rttscope-aggregated", MetricBPFNsPerPkt); s == nil || !(s.Summary.Min > 0) {
 		t.Errorf("rttscope's programs were not found on the interface: %+v", s)
 	}
+	// Net of bpf_stats' residual: smaller in every window, never
+	// negative; the external without BPF programs loses nothing.
+	for _, c := range []struct {
+		cfg, raw, net string
+	}{
+		{"rttscope-aggregated", MetricBPFNsPerPkt, MetricBPFNetNsPerPkt},
+		{"rttscope-aggregated", MetricToolCPUShare, MetricToolCPUShareNet},
+		{"lines", MetricToolCPUShare, MetricToolCPUShareNet},
+	} {
+		raw, net := get(c.cfg, c.raw), get(c.cfg, c.net)
+		if raw == nil || net == nil || len(raw.Values) != len(net.Values) || len(net.Values) == 0 {
+			t.Fatalf("%s: %s %+v, %s %+v", c.cfg, c.raw, raw, c.net, net)
+		}
+		for i := range net.Values {
+			bpf := c.cfg != "lines"
+			if bpf && !(net.Values[i] >= 0 && net.Values[i] < raw.Values[i]) || !bpf && net.Values[i] != raw.Values[i] {
+				t.Errorf("%s rep %d: %s %v against %s %v", c.cfg, i, c.net, net.Values[i], c.raw, raw.Values[i])
+			}
+		}
+	}
 	if len(res.Unavailable) != 1 || res.Unavailable[0].Config != "broken" || !strings.Contains(res.Unavailable[0].Reason, "no such monitor") {
 		t.Errorf("an external that fails at start must be an unavailable row with its stderr: %+v", res.Unavailable)
 	}
@@ -249,6 +269,9 @@ func TestMonitorStudyFast(t *testing.T) {
 		var w MonitorWindow
 		if run.Config == ProgNone || json.Unmarshal(run.Raw, &w) != nil {
 			continue
+		}
+		if !(w.BPFResidualNs > 0) {
+			t.Errorf("%s round %d: bpf_stats residual %v, want > 0 (the accounting is on)", run.Config, run.Round, w.BPFResidualNs)
 		}
 		if !strings.HasPrefix(w.Stopped, "exited after SIG") || strings.Contains(w.Stopped, "left") {
 			t.Errorf("%s round %d: stopped %q", run.Config, run.Round, w.Stopped)

@@ -499,9 +499,16 @@ func statsOverhead(frame []byte, progs []runProg, rep, repeat int, mode string, 
 		}
 	}()
 	for _, p := range rotate(progs, rep) {
+		before, serr := p.p.Stats()
 		v, err := benchOnce(p.p, frame, repeat)
 		if err != nil {
 			return fmt.Errorf("TEST_RUN %s with bpf_stats on %s: %w", CaseStatsOn, p.p, err)
+		}
+		// What bpf_stats itself reports for these runs; the empty
+		// program's figure is its residual (statsresidual.go).
+		if after, aerr := p.p.Stats(); serr == nil && aerr == nil && after.RunCount > before.RunCount {
+			res.series(GroupTestRun, CaseStatsOn, p.prog, p.hook, MetricBPFNsPerRun, "ns", mode+", bpf_stats' own run_time_ns / run_cnt").
+				Add(float64(after.Runtime-before.Runtime) / float64(after.RunCount-before.RunCount))
 		}
 		s := res.series(GroupTestRun, CaseStatsOn, p.prog, p.hook, MetricNsPerRun, "ns", mode+", bpf_stats on")
 		if p.prog == ProgEmpty {
