@@ -151,8 +151,20 @@ func TestHooksStudyFast(t *testing.T) {
 	if s := res.Lookup(seriesID(GroupHooks, cas, "raw_tp-count", "", MetricEventsPerPkt)); s == nil || s.Summary.N == 0 || !(s.Summary.Median > 0) {
 		t.Errorf("raw_tp-count counted no event: %+v", s)
 	}
-	if s := res.Lookup(seriesID(GroupHooks, cas, "raw_tp-empty+stats", "", MetricBPFNsPerRun)); s == nil || s.Summary.N == 0 {
-		t.Error("raw_tp-empty+stats: no bpf_stats figure")
+	raw := res.Lookup(seriesID(GroupHooks, cas, "raw_tp-empty+stats", "", MetricBPFNsPerRun))
+	if raw == nil || raw.Summary.N == 0 {
+		t.Fatal("raw_tp-empty+stats: no bpf_stats figure")
+	}
+	// Net of the residual: below the reported figure in every window
+	// (the residual is > 0 with the accounting on), never negative.
+	if net := res.Lookup(seriesID(GroupHooks, cas, "raw_tp-empty+stats", "", MetricBPFNetNsPerRun)); net == nil || len(net.Values) != len(raw.Values) {
+		t.Errorf("raw_tp-empty+stats: net figures %+v against %v", net, raw.Values)
+	} else {
+		for i, v := range net.Values {
+			if !(v >= 0 && v < raw.Values[i]) {
+				t.Errorf("raw_tp-empty+stats rep %d: net %v ns/run against reported %v", i, v, raw.Values[i])
+			}
+		}
 	}
 	if s := res.Lookup(seriesID(GroupHooks, cas, "raw_tp-empty", "", MetricBPFNsPerRun)); s != nil && s.Summary.N > 0 {
 		t.Error("raw_tp-empty has a bpf_stats figure with stats off")
