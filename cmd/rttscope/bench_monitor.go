@@ -13,7 +13,8 @@ import (
 
 const benchMonitorLong = `Measure what monitoring a router's interface costs (seed 000 part 4): the
 lab's router forwards TCP with --flows flows (default 1, 1,000 and 10,000)
-and small UDP datagrams while, in turn, nothing (the baseline), rttscope in
+and small UDP datagrams while, in turn, nothing (the baseline), an empty tc
+program (what any tc-based monitor pays before doing anything), rttscope in
 each mode (per-sample, sampled, aggregated, flow-summary), tcpdump writing
 a capture, and every --external command watch its server-facing interface.
 
@@ -27,8 +28,10 @@ then SIGKILL, each after 5 s; the report says which it took). Example:
 Per window: forwarded Mbit/s and packets/s (ratio to nothing with its 95 %
 bootstrap interval and verdict), the monitor's CPU and its share of the
 busy CPU time, BPF ns per packet (bpf_stats of every program on the
-interface, TCX, clsact or XDP, whoever attached it), samples reported per
-second, samples lost. Method, verdicts and files: docs/experiments.md.
+interface, TCX, clsact or XDP, whoever attached it), both also net of
+bpf_stats' residual (the accounting's clock reads inside the reported run
+time, measured before every window: the *_net metrics, what the programs
+cost with the accounting off), samples reported per second, samples lost. Method, verdicts and files: docs/experiments.md.
 The TCP sink and flows are separate programs the bench builds with go: run
 from the source tree.`
 
@@ -53,6 +56,7 @@ func newBenchMonitorCmd() *cobra.Command {
 	f.BoolVar(&o.UDP, "udp", o.UDP, "run the small-datagram UDP case")
 	f.StringSliceVar(&o.Modes, "modes", o.Modes, "rttscope modes to run")
 	f.BoolVar(&o.Tcpdump, "tcpdump", o.Tcpdump, "run tcpdump writing a capture")
+	f.BoolVar(&o.Empty, "empty", o.Empty, "run an empty tc program (TCX egress and ingress) as a configuration")
 	f.StringArrayVar(&externals, "external", nil, "NAME='CMD {iface}': an external monitor command (repeatable)")
 	f.DurationVar(&o.ExternalStart, "external-start", o.ExternalStart, "time an external monitor gets to start before its window's warm-up")
 	f.DurationVar(&o.ExternalAttach, "external-attach", 0, "then wait up to this long for BPF programs to appear on the interface (for monitors such as ePPing that load for seconds; none by then: the external is not available)")
@@ -98,7 +102,7 @@ func newBenchMonitorCmd() *cobra.Command {
 			if err != nil {
 				return usageError{"--external: " + err.Error()}
 			}
-			if names[x.Name] || x.Name == "none" || x.Name == bench.ToolTcpdump || slices.Contains(bench.MonitorModes, x.Name) {
+			if names[x.Name] || x.Name == bench.ProgNone || x.Name == bench.ProgEmpty || x.Name == bench.ToolTcpdump || slices.Contains(bench.MonitorModes, x.Name) {
 				return usageError{fmt.Sprintf("--external: name %q is taken", x.Name)}
 			}
 			names[x.Name] = true

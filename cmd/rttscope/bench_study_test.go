@@ -24,6 +24,7 @@ func TestCLIBenchStudyUsageErrors(t *testing.T) {
 		{[]string{"bench", "forwarding", "--duration", "10ms"}, []string{"--duration"}},
 		{[]string{"bench", "monitor", "--external", "nocommand"}, []string{"--external", "NAME="}},
 		{[]string{"bench", "monitor", "--external", "tcpdump=sleep 1"}, []string{"--external", "taken"}},
+		{[]string{"bench", "monitor", "--external", "empty=sleep 1"}, []string{"--external", "taken"}},
 		{[]string{"bench", "monitor", "--external", "a=x", "--external", "a=y"}, []string{"--external", "taken"}},
 		{[]string{"bench", "monitor", "--modes", "fast"}, []string{"--modes", "fast"}},
 		{[]string{"bench", "monitor", "--flows", "0"}, []string{"--flows"}},

@@ -52,8 +52,11 @@ type MonitorOptions struct {
 	UDP    bool
 	// Modes are rttscope's modes (per-sample, sampled, aggregated,
 	// flow-summary).
-	Modes     []string
-	Tcpdump   bool
+	Modes   []string
+	Tcpdump bool
+	// Empty adds an empty tc program on both hooks as a configuration
+	// (monitorempty.go).
+	Empty     bool
 	Externals []External
 	// ExternalStart is how long an external monitor gets to start (load
 	// and attach its programs) before its window's warm-up.
@@ -84,7 +87,7 @@ func DefaultMonitorOptions() MonitorOptions {
 	// starve on a CPU saturated by forwarding, which stretches every
 	// window and delays attaching.
 	return MonitorOptions{
-		Name: "monitor", Method: m, Flows: []int{1, 1000, 10000}, UDP: true, Modes: MonitorModes, Tcpdump: true,
+		Name: "monitor", Method: m, Flows: []int{1, 1000, 10000}, UDP: true, Modes: MonitorModes, Tcpdump: true, Empty: true,
 		WriteSize: 1448, UDPPayload: 64, UDPSenders: 1, ExternalStart: 3 * time.Second,
 	}
 }
@@ -225,6 +228,10 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 		st.Configs = append(st.Configs, StudyConfig{Name: "rttscope-" + mode, Setup: func(ctx context.Context) (func() error, error) {
 			return ms.setupRttscope(ctx, mode)
 		}})
+	}
+	if o.Empty {
+		st.Configs = append(st.Configs, StudyConfig{Name: ProgEmpty, Setup: ms.setupEmpty})
+		st.Details[ProgEmpty] = "an empty tc program (return TC_ACT_UNSPEC) attached by the bench to TCX egress and ingress of the watched interface: what any tc-based monitor pays before doing anything (hook dispatch, program call, bpf_stats' accounting)"
 	}
 	if o.Tcpdump {
 		cfg := StudyConfig{Name: ToolTcpdump}
@@ -468,6 +475,7 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 		MetricBusyCores:    w.CPUPinned.Busy,
 		MetricSoftirqCores: w.CPUPinned.Softirq,
 	}
+	toolCores, monitored := 0.0, ms.tool != nil || len(ms.progs) > 0
 	if ms.tool != nil {
 		tool := ms.tool
 		ms.tool = nil
@@ -484,8 +492,21 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 		if pt, ok := tool.(*procTool); ok {
 			w.ToolStderr = truncate(pt.stderrText(), 2000)
 		}
-		toolCores := w.ToolCPUSeconds / fsec
+		toolCores = w.ToolCPUSeconds / fsec
 		v[MetricMonitorCores] = toolCores
+		samples := c.samples
+		if !c.haveSamples {
+			samples = c.outLines
+		}
+		v[MetricSamplesPerS] = float64(samples) / life
+		if c.haveLost {
+			v[MetricLostPerS] = float64(c.lost) / life
+		}
+		v[MetricOutputBPS] = float64(c.outBytes) / life
+	}
+	// The cost metrics: of a monitor (its processes and whatever programs
+	// it attached) or of programs alone (the empty configuration).
+	if monitored {
 		netNs := netRunTimeNs(w.BPFNs, w.BPFRuns, residual)
 		if w.CPUPinned.Busy > 0 {
 			v[MetricToolCPUShare] = (float64(w.BPFNs)/1e9/fsec + toolCores) / w.CPUPinned.Busy
@@ -501,15 +522,6 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 			v[MetricBPFNsPerPkt] = float64(w.BPFNs) / fsec / (pkts / sec)
 			v[MetricBPFNetNsPerPkt] = netNs / fsec / (pkts / sec)
 		}
-		samples := c.samples
-		if !c.haveSamples {
-			samples = c.outLines
-		}
-		v[MetricSamplesPerS] = float64(samples) / life
-		if c.haveLost {
-			v[MetricLostPerS] = float64(c.lost) / life
-		}
-		v[MetricOutputBPS] = float64(c.outBytes) / life
 	}
 	return v, w, nil
 }

@@ -255,6 +255,8 @@ func TestMonitorStudyFast(t *testing.T) {
 	}{
 		{"rttscope-aggregated", MetricBPFNsPerPkt, MetricBPFNetNsPerPkt},
 		{"rttscope-aggregated", MetricToolCPUShare, MetricToolCPUShareNet},
+		{ProgEmpty, MetricBPFNsPerPkt, MetricBPFNetNsPerPkt},
+		{ProgEmpty, MetricToolCPUShare, MetricToolCPUShareNet},
 		{"lines", MetricToolCPUShare, MetricToolCPUShareNet},
 	} {
 		raw, net := get(c.cfg, c.raw), get(c.cfg, c.net)
@@ -271,6 +273,9 @@ func TestMonitorStudyFast(t *testing.T) {
 	if len(res.Unavailable) != 1 || res.Unavailable[0].Config != "broken" || !strings.Contains(res.Unavailable[0].Reason, "no such monitor") {
 		t.Errorf("an external that fails at start must be an unavailable row with its stderr: %+v", res.Unavailable)
 	}
+	if s := get(ProgEmpty, MetricMonitorCores); s != nil && s.Summary.N > 0 {
+		t.Errorf("the empty program has no process, yet a monitor CPU figure: %+v", s)
+	}
 	if s := get("lines", MetricSamplesPerS); s == nil || !(s.Summary.Min > 0) {
 		t.Errorf("the external command's output was not counted: %+v", s)
 	}
@@ -284,6 +289,12 @@ func TestMonitorStudyFast(t *testing.T) {
 		}
 		if !(w.BPFResidualNs > 0) {
 			t.Errorf("%s round %d: bpf_stats residual %v, want > 0 (the accounting is on)", run.Config, run.Round, w.BPFResidualNs)
+		}
+		if run.Config == ProgEmpty {
+			if w.Programs != 1 || w.BPFRuns == 0 {
+				t.Errorf("empty round %d: %d programs found, %d runs; want the bench's one program, running", run.Round, w.Programs, w.BPFRuns)
+			}
+			continue
 		}
 		if !strings.HasPrefix(w.Stopped, "exited after SIG") || strings.Contains(w.Stopped, "left") {
 			t.Errorf("%s round %d: stopped %q", run.Config, run.Round, w.Stopped)
