@@ -162,7 +162,7 @@ func RunHooks(ctx context.Context, o HooksOptions) (_ *Result, err error) {
 			{MetricEventsPerS, "events/s", "program runs per second: the per-CPU counter (count flavour) or bpf_stats run_cnt", false},
 			{MetricEventsPerPkt, "events", "program runs per datagram received (all of the host's packets fire the hook)", false},
 			{MetricBPFNsPerRun, "ns", "bpf_stats run_time_ns / run_cnt (stats on only)", true},
-			{MetricBPFNetNsPerRun, "ns", "bpf_ns_per_run less bpf_stats' residual: an empty tc program's reported run time per run under BPF_PROG_TEST_RUN, measured before the window (stats on only)", true},
+			{MetricBPFNetNsPerRun, "ns", "bpf_ns_per_run less bpf_stats' residual: an empty tc program's reported run time per run under BPF_PROG_TEST_RUN, the least measured before this and every earlier stats-on window (stats on only)", true},
 		},
 		Details: map[string]string{
 			"hot path":       fmt.Sprintf("tracepoint %s:%s (in __netif_receive_skb_core) and kernel function %s (its caller on the backlog path of veth and loopback)", hookTPGroup, hookTPName, hookFunction),

@@ -97,8 +97,8 @@ type MonitorWindow struct {
 	Load    LoadWindow `json:"counters"`
 	BPFRuns uint64     `json:"bpf_run_cnt"`
 	BPFNs   uint64     `json:"bpf_run_time_ns"`
-	// BPFResidualNs is bpf_stats' residual per run, measured before the
-	// window (statsresidual.go).
+	// BPFResidualNs is bpf_stats' residual per run: the least measured
+	// before this window and any earlier one (statsresidual.go).
 	BPFResidualNs float64 `json:"bpf_stats_residual_ns"`
 	Programs      int     `json:"programs_attached"`
 	ToolTicks     uint64  `json:"tool_cpu_ticks"`
@@ -193,6 +193,10 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 		return nil, err
 	}
 	defer func() { _ = residual.Close() }() // a loaded program; nothing attached
+	// A first reading before any traffic, on a quiet machine.
+	if _, err := residual.measure(); err != nil {
+		return nil, err
+	}
 	ms := &monState{o: &o, lb: lb, capDir: capDir, residual: residual}
 
 	st := &Study{
@@ -208,7 +212,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			{MetricToolCPUShare, "share", "(BPF run time on the interface + the monitor's processes) / busy CPU time of the measured CPUs", true},
 			{MetricBPFNsPerPkt, "ns", "bpf_stats run time of every program on the interface / packets through it (0 for monitors without BPF)", true},
 			{MetricToolCPUShareNet, "share", "monitor_cpu_share without bpf_stats' residual: (BPF run time - residual x runs + the monitor's processes) / (busy CPU time - residual x runs)", true},
-			{MetricBPFNetNsPerPkt, "ns", "(bpf_stats run time - residual x runs) / packets; the residual is an empty program's reported run time per run under BPF_PROG_TEST_RUN, measured before every window", true},
+			{MetricBPFNetNsPerPkt, "ns", "(bpf_stats run time - residual x runs) / packets; the residual is an empty program's reported run time per run under BPF_PROG_TEST_RUN, the least measured before the run and before every window so far", true},
 			{MetricSamplesPerS, "samples/s", "rttscope: RTT records (per-sample, sampled), aggregated samples (aggregated), flow records (flow-summary); others: output lines; over the monitor's life", true},
 			{MetricLostPerS, "lost/s", "rttscope: ring buffer, timestamp/flow/prefix map full; tcpdump: packets dropped by kernel; over the monitor's life", false},
 			{MetricOutputBPS, "bytes/s", "capture file (tcpdump) or stdout+stderr bytes (externals) over the monitor's life", false},

@@ -39,5 +39,13 @@ func TestStatsResidual(t *testing.T) {
 	if !(residual > 0) || residual > float64(least.Nanoseconds()) {
 		t.Fatalf("residual %v ns per run, want > 0 and at most the test run's %v per run", residual, least)
 	}
+	// Noise only adds, so a later reading never exceeds an earlier one.
+	again, err := r.measure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again > residual {
+		t.Errorf("second reading %v ns above the first %v", again, residual)
+	}
 	t.Logf("bpf_stats residual: %.1f ns per run (test run with the accounting: %v per run)", residual, least)
 }
