@@ -52,3 +52,36 @@ func (ms *monState) setupEmpty(context.Context) (func() error, error) {
 	ms.progs = []*ebpf.Program{objs.EmptyTc}
 	return undo, nil
 }
+
+// addAgainstEmpty derives, per case, each monitor's forwarded packets/s
+// as a ratio to the empty program's: what the monitor costs the router
+// beyond what any tc program costs. The interval is the bootstrap
+// interval of the ratio of means, paired by round when both series have
+// every round (the rounds ran interleaved).
+func addAgainstEmpty(res *Result) {
+	for _, key := range res.caseKeys() {
+		if key.group != GroupMonitor {
+			continue
+		}
+		empty := res.Lookup(seriesID(key.group, key.cas, ProgEmpty, "", MetricFwdPPS))
+		if empty == nil || empty.Summary.N == 0 {
+			continue
+		}
+		for _, s := range res.Series {
+			if s.Group != key.group || s.Case != key.cas || s.Metric != MetricFwdPPS || s.Program == ProgNone || s.Program == ProgEmpty {
+				continue
+			}
+			paired := s.Missing == 0 && empty.Missing == 0
+			lo, hi, ok := BootstrapRatio(s.Values, empty.Values, paired)
+			ratio, rok := Ratio(s.Summary.Mean, empty.Summary.Mean)
+			if !ok || !rok {
+				continue
+			}
+			res.Derived = append(res.Derived, Derived{
+				Group: key.group, Case: key.cas, Config: s.Program, Name: "packets_per_s_vs_empty", Unit: "x",
+				Value: ratio, Low: lo, High: hi,
+				How: fmt.Sprintf("mean forwarded packets/s / the empty program's; 95%% bootstrap interval (paired by round: %v)", paired),
+			})
+		}
+	}
+}

@@ -281,7 +281,11 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	st.Window = func(ctx context.Context, _ StudyCase, _ StudyConfig) (map[string]float64, any, error) {
 		return ms.window(ctx)
 	}
-	return RunStudy(ctx, o.Name, st, o.Progress)
+	res, err := RunStudy(ctx, o.Name, st, o.Progress)
+	if res != nil && o.Empty {
+		addAgainstEmpty(res)
+	}
+	return res, err
 }
 
 func (ms *monState) starter(sc loadScenario) func(context.Context) (func() error, error) {

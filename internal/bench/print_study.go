@@ -43,7 +43,7 @@ func PrintStudy(w io.Writer, r *Result) error {
 		}
 	}
 	for _, d := range r.Derived {
-		fmt.Fprintf(w, "%s %s %s: %s %.1f %s (95%% CI %.1f to %.1f)\n", d.Group, d.Case, d.Config, d.Name, d.Value, d.Unit, d.Low, d.High)
+		fmt.Fprintf(w, "%s %s %s: %s %.4g %s (95%% CI %.4g to %.4g)\n", d.Group, d.Case, d.Config, d.Name, d.Value, d.Unit, d.Low, d.High)
 	}
 	fmt.Fprintln(w, "\n(!): the baseline's own spread exceeds the effect; verdicts come from the ratio's 95% bootstrap interval")
 	for _, n := range r.Notes {

@@ -275,8 +275,8 @@ medians say. A warning marks comparisons where the baseline's own spread (std / 
 {{end}}</table>{{end}}
 {{with .R.Derived}}<h2>Derived figures</h2>
 <table><tr><th class="l">case</th><th class="l">configuration</th><th class="l">figure</th><th>value</th><th>95 % CI</th><th class="l">how</th></tr>
-{{range .}}<tr><td class="l">{{.Case}}</td><td class="l">{{.Config}}</td><td class="l">{{.Name}} ({{.Unit}})</td><td>{{printf "%.1f" .Value}}</td>
-<td>{{printf "%.1f" .Low}} – {{printf "%.1f" .High}}</td><td class="l">{{.How}}</td></tr>
+{{range .}}<tr><td class="l">{{.Case}}</td><td class="l">{{.Config}}</td><td class="l">{{.Name}} ({{.Unit}})</td><td>{{printf "%.4g" .Value}}</td>
+<td>{{printf "%.4g" .Low}} – {{printf "%.4g" .High}}</td><td class="l">{{.How}}</td></tr>
 {{end}}</table>{{end}}
 {{range .Cases}}
 <h2>{{.Group}}: {{.Case}}</h2>

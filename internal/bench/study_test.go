@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -273,6 +274,15 @@ func TestMonitorStudyFast(t *testing.T) {
 	if len(res.Unavailable) != 1 || res.Unavailable[0].Config != "broken" || !strings.Contains(res.Unavailable[0].Reason, "no such monitor") {
 		t.Errorf("an external that fails at start must be an unavailable row with its stderr: %+v", res.Unavailable)
 	}
+	vsEmpty := map[string]bool{}
+	for _, d := range res.Derived {
+		if d.Name == "packets_per_s_vs_empty" && d.Low <= d.High {
+			vsEmpty[d.Config] = true
+		}
+	}
+	if !vsEmpty["rttscope-aggregated"] || !vsEmpty["lines"] || vsEmpty[ProgEmpty] || vsEmpty[ProgNone] {
+		t.Errorf("packets/s against the empty program: %+v", res.Derived)
+	}
 	if s := get(ProgEmpty, MetricMonitorCores); s != nil && s.Summary.N > 0 {
 		t.Errorf("the empty program has no process, yet a monitor CPU figure: %+v", s)
 	}
@@ -304,4 +314,29 @@ func TestMonitorStudyFast(t *testing.T) {
 		t.Errorf("capture directories left behind: %v (before: %v)", m, capBefore)
 	}
 	noNewNamespaces(t, "rttmon", nsBefore)
+}
+
+// A monitor's packets/s against the empty program's: the ratio of means
+// with a bootstrap interval, for every configuration but the two
+// baselines.
+func TestAddAgainstEmpty(t *testing.T) {
+	r := &Result{Checks: map[string]uint64{}}
+	add := func(cfg string, vals ...float64) {
+		s := r.series(GroupMonitor, "tcp-1000-flows", cfg, "", MetricFwdPPS, "packets/s", "")
+		for _, v := range vals {
+			s.Add(v)
+		}
+	}
+	add(ProgNone, 110, 111, 109, 110, 110)
+	add(ProgEmpty, 100, 101, 99, 100, 100)
+	add("rttscope-aggregated", 95, 96, 94, 95, 95)
+	r.Finalize()
+	addAgainstEmpty(r)
+	if len(r.Derived) != 1 {
+		t.Fatalf("derived %+v, want one figure (the monitor's; not the baselines')", r.Derived)
+	}
+	d := r.Derived[0]
+	if d.Config != "rttscope-aggregated" || d.Name != "packets_per_s_vs_empty" || math.Abs(d.Value-0.95) > 1e-9 || !(d.Low <= d.Value && d.Value <= d.High) || d.High >= 1 {
+		t.Errorf("derived %+v, want 0.95 with an interval around it, under 1", d)
+	}
 }
