@@ -23,7 +23,9 @@ sh -c inside the router's namespace, {iface} replaced by the interface,
 in its own process group; its CPU time and its output (stdout and stderr
 bytes and lines) are counted, and it is stopped with SIGINT (then SIGTERM,
 then SIGKILL, each after 5 s; the report says which it took). Example:
-  --external epping='/opt/pping/pping -i {iface} -f'
+  --external epping='cd /opt/epping/bin && exec ./pping -i {iface}'
+(ePPing loads pping_kern.o from its working directory; building it:
+docs/experiments.md)
 
 Per window: forwarded Mbit/s and packets/s (ratio to nothing with its 95 %
 bootstrap interval and verdict), the monitor's CPU and its share of the
