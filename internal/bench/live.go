@@ -274,23 +274,35 @@ type attached struct {
 }
 
 func (lb *liveBench) attachEmpty() (*attached, error) {
+	links, err := attachTCXPair(lb.lab.Middlebox.Name, lb.ifidx, lb.empty[0].EmptyTc, lb.empty[1].EmptyTc)
+	if err != nil {
+		return nil, fmt.Errorf("attach empty program: %w", err)
+	}
+	return &attached{eg: lb.empty[0].EmptyTc, in: lb.empty[1].EmptyTc, stop: func() error { return closeLinks(links) }}, nil
+}
+
+// attachTCXPair attaches eg to TCX egress and in to TCX ingress of
+// interface ifidx in netns; on an error nothing stays attached.
+func attachTCXPair(netns string, ifidx int, eg, in *ebpf.Program) ([]link.Link, error) {
 	var links []link.Link
-	closeAll := func() error { return closeLinks(links) }
-	err := nsrun.Named(lb.lab.Middlebox.Name, func() error {
-		for i, dir := range []ebpf.AttachType{ebpf.AttachTCXEgress, ebpf.AttachTCXIngress} {
-			l, err := link.AttachTCX(link.TCXOptions{Interface: lb.ifidx, Program: lb.empty[i].EmptyTc, Attach: dir})
+	err := nsrun.Named(netns, func() error {
+		for _, a := range []struct {
+			dir  ebpf.AttachType
+			prog *ebpf.Program
+		}{{ebpf.AttachTCXEgress, eg}, {ebpf.AttachTCXIngress, in}} {
+			l, err := link.AttachTCX(link.TCXOptions{Interface: ifidx, Program: a.prog, Attach: a.dir})
 			if err != nil {
-				return fmt.Errorf("attach empty program (TCX): %w", err)
+				return fmt.Errorf("TCX %v: %w", a.dir, err)
 			}
 			links = append(links, l)
 		}
 		return nil
 	})
 	if err != nil {
-		_ = closeAll() // the attach error is the one to report
+		_ = closeLinks(links) // the attach error is the one to report
 		return nil, err
 	}
-	return &attached{eg: lb.empty[0].EmptyTc, in: lb.empty[1].EmptyTc, stop: closeAll}, nil
+	return links, nil
 }
 
 // attachRttscope runs the monitor itself on the interface (TCX egress and

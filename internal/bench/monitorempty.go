@@ -5,9 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
-	"github.com/rttscope/rttscope/internal/nsrun"
 	"github.com/rttscope/rttscope/internal/probe"
 )
 
@@ -28,26 +26,16 @@ func (ms *monState) setupEmpty(context.Context) (func() error, error) {
 	if err := probe.LoadEmptyObjects(&objs, nil); err != nil {
 		return nil, fmt.Errorf("load the empty program: %w", err)
 	}
-	var links []link.Link
+	links, err := attachTCXPair(ms.lb.lab.Middlebox.Name, ms.lb.ifidx, objs.EmptyTc, objs.EmptyTc)
+	if err != nil {
+		_ = objs.Close() // the attach error is the one to report
+		return nil, fmt.Errorf("attach the empty program on %s: %w", ms.lb.ifname, err)
+	}
 	undo := func() error {
 		ms.progs = nil
 		err := closeLinks(links)
 		_ = objs.Close() // after its links; nothing else holds it
 		return err
-	}
-	err := nsrun.Named(ms.lb.lab.Middlebox.Name, func() error {
-		for _, dir := range []ebpf.AttachType{ebpf.AttachTCXEgress, ebpf.AttachTCXIngress} {
-			l, err := link.AttachTCX(link.TCXOptions{Interface: ms.lb.ifidx, Program: objs.EmptyTc, Attach: dir})
-			if err != nil {
-				return fmt.Errorf("attach the empty program (TCX %v on %s): %w", dir, ms.lb.ifname, err)
-			}
-			links = append(links, l)
-		}
-		return nil
-	})
-	if err != nil {
-		_ = undo() // the attach error is the one to report
-		return nil, err
 	}
 	ms.progs = []*ebpf.Program{objs.EmptyTc}
 	return undo, nil

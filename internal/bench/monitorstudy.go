@@ -515,20 +515,18 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 	// The cost metrics: of a monitor (its processes and whatever programs
 	// it attached) or of programs alone (the empty configuration).
 	if monitored {
-		netNs := netRunTimeNs(w.BPFNs, w.BPFRuns, residual)
 		if w.CPUPinned.Busy > 0 {
 			v[MetricToolCPUShare] = (float64(w.BPFNs)/1e9/fsec + toolCores) / w.CPUPinned.Busy
 		}
-		// The residual is busy time too: it comes off both sides.
-		if busyNet := w.CPUPinned.Busy - (float64(w.BPFNs)-netNs)/1e9/fsec; busyNet > 0 {
-			v[MetricToolCPUShareNet] = (netNs/1e9/fsec + toolCores) / busyNet
+		if share, ok := netCPUShare(w.BPFNs, w.BPFRuns, residual, fsec, toolCores, w.CPUPinned.Busy); ok {
+			v[MetricToolCPUShareNet] = share
 		}
 		// BPF time per packet: both over their own intervals, scaled
 		// to the same second.
 		v[MetricBPFNsPerPkt], v[MetricBPFNetNsPerPkt] = 0, 0
 		if pkts > 0 {
 			v[MetricBPFNsPerPkt] = float64(w.BPFNs) / fsec / (pkts / sec)
-			v[MetricBPFNetNsPerPkt] = netNs / fsec / (pkts / sec)
+			v[MetricBPFNetNsPerPkt] = netRunTimeNs(w.BPFNs, w.BPFRuns, residual) / fsec / (pkts / sec)
 		}
 	}
 	return v, w, nil

@@ -96,3 +96,16 @@ func (r *statsResidual) measure() (float64, error) {
 func netRunTimeNs(runTimeNs, runCnt uint64, residual float64) float64 {
 	return max(float64(runTimeNs)-residual*float64(runCnt), 0)
 }
+
+// netCPUShare is a monitor's share of the busy CPU without the residual:
+// (net BPF time + its processes) / (busy time - the residual), everything
+// over the same seconds. The residual is busy time too, so it comes off
+// both sides. ok is false when no busy time is left.
+func netCPUShare(runTimeNs, runCnt uint64, residual, seconds, toolCores, busyCores float64) (share float64, ok bool) {
+	net := netRunTimeNs(runTimeNs, runCnt, residual)
+	busy := busyCores - (float64(runTimeNs)-net)/1e9/seconds
+	if !(busy > 0) {
+		return 0, false
+	}
+	return (net/1e9/seconds + toolCores) / busy, true
+}

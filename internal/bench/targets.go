@@ -67,13 +67,9 @@ func evaluateTargets(r *Result) []Target {
 					if w.Scenario != sc || w.Mode != ModeAggregated || w.Egress == nil || w.Ingress == nil || w.BusyCores <= 0 {
 						continue
 					}
-					ns, all := 0.0, 0.0
-					for _, h := range []*HookCounters{w.Egress, w.Ingress} {
-						ns += netRunTimeNs(h.RunTimeNs, h.RunCnt, residual)
-						all += float64(h.RunTimeNs)
-					}
-					if busy := w.BusyCores - (all-ns)/1e9/w.Seconds; busy > 0 {
-						shares = append(shares, (ns/1e9/w.Seconds+w.MonitorCores)/busy)
+					ns, runs := w.Egress.RunTimeNs+w.Ingress.RunTimeNs, w.Egress.RunCnt+w.Ingress.RunCnt
+					if share, ok := netCPUShare(ns, runs, residual, w.Seconds, w.MonitorCores, w.BusyCores); ok {
+						shares = append(shares, share)
 					}
 				}
 				if len(shares) > 0 {
