@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -27,6 +29,13 @@ then SIGKILL, each after 5 s; the report says which it took). Example:
 (ePPing loads pping_kern.o from its working directory; building it:
 docs/experiments.md)
 
+--compare-bin OLD runs each of --modes also with the rttscope binary OLD
+(an earlier build; configuration rttscope-MODE-prev, same arguments,
+interleaved in every round) and reports this build's net BPF ns/packet,
+net CPU share and forwarded packets/s as ratios to OLD's with their 95 %
+bootstrap intervals (bpf_net_ns_per_packet_vs_prev, ...): how a change to
+the data path is judged on the router's traffic.
+
 Per window: forwarded Mbit/s and packets/s (ratio to nothing with its 95 %
 bootstrap interval and verdict), the monitor's CPU and its share of the
 busy CPU time, BPF ns per packet (bpf_stats of every program on the
@@ -49,7 +58,8 @@ func newBenchMonitorCmd() *cobra.Command {
 		Long:  benchMonitorLong,
 		Example: `  sudo rttscope bench monitor
   sudo rttscope bench monitor --flows 1000,10000 --modes aggregated --tcpdump=false
-  sudo rttscope bench monitor --external pping='pping -i {iface}'`,
+  sudo rttscope bench monitor --external pping='pping -i {iface}'
+  sudo rttscope bench monitor --modes sampled,aggregated --flows 1000,10000 --compare-bin ./rttscope.old`,
 		Args: noArgs("monitor"),
 	}
 	mf := addMethodFlags(cmd.Flags(), &o.Method, &o.Name, "none")
@@ -68,6 +78,7 @@ func newBenchMonitorCmd() *cobra.Command {
 	f.Uint64Var(&o.UDPPPS, "udp-pps", o.UDPPPS, "UDP datagrams per second (0 = as fast as the senders go)")
 	f.IntVar(&o.UDPSenders, "udp-senders", o.UDPSenders, "UDP sending sockets")
 	f.StringVar(&o.MonitorBinary, "monitor-bin", "", "rttscope binary to run as the monitor (default: this executable)")
+	f.StringVar(&o.CompareBinary, "compare-bin", "", "also run each mode with this rttscope binary (an earlier build) and report this build's figures as ratios to its")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := mf.check(); err != nil {
 			return err
@@ -84,6 +95,16 @@ func newBenchMonitorCmd() *cobra.Command {
 		}
 		if o.ExternalStart < 0 || o.ExternalAttach < 0 {
 			return usageError{"--external-start and --external-attach must be >= 0"}
+		}
+		if o.CompareBinary != "" {
+			bin, err := exec.LookPath(o.CompareBinary)
+			if err != nil {
+				return usageError{fmt.Sprintf("--compare-bin: %q is not an executable file (give the path of another rttscope build)", o.CompareBinary)}
+			}
+			o.CompareBinary = bin
+			if len(o.Modes) == 0 {
+				return usageError{"--compare-bin needs at least one of --modes"}
+			}
 		}
 		if len(o.Flows) == 0 && !o.UDP {
 			return usageError{"no traffic case: give --flows or --udp"}
@@ -104,7 +125,8 @@ func newBenchMonitorCmd() *cobra.Command {
 			if err != nil {
 				return usageError{"--external: " + err.Error()}
 			}
-			if names[x.Name] || x.Name == bench.ProgNone || x.Name == bench.ProgEmpty || x.Name == bench.ToolTcpdump || slices.Contains(bench.MonitorModes, x.Name) {
+			if names[x.Name] || x.Name == bench.ProgNone || x.Name == bench.ProgEmpty || x.Name == bench.ToolTcpdump || slices.Contains(bench.MonitorModes, x.Name) ||
+				strings.HasPrefix(x.Name, bench.ProgRttscope+"-") { // rttscope's own configurations
 				return usageError{fmt.Sprintf("--external: name %q is taken", x.Name)}
 			}
 			names[x.Name] = true

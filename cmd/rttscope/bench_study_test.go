@@ -25,11 +25,14 @@ func TestCLIBenchStudyUsageErrors(t *testing.T) {
 		{[]string{"bench", "monitor", "--external", "nocommand"}, []string{"--external", "NAME="}},
 		{[]string{"bench", "monitor", "--external", "tcpdump=sleep 1"}, []string{"--external", "taken"}},
 		{[]string{"bench", "monitor", "--external", "empty=sleep 1"}, []string{"--external", "taken"}},
+		{[]string{"bench", "monitor", "--external", "rttscope-aggregated-prev=sleep 1"}, []string{"--external", "taken"}},
 		{[]string{"bench", "monitor", "--external", "a=x", "--external", "a=y"}, []string{"--external", "taken"}},
 		{[]string{"bench", "monitor", "--modes", "fast"}, []string{"--modes", "fast"}},
 		{[]string{"bench", "monitor", "--flows", "0"}, []string{"--flows"}},
 		{[]string{"bench", "monitor", "--tcp-rate", "lots"}, []string{"--tcp-rate", "lots"}},
 		{[]string{"bench", "monitor", "--warmup-rounds", "-1"}, []string{"--warmup-rounds"}},
+		{[]string{"bench", "monitor", "--compare-bin", "/nonexistent/rttscope"}, []string{"--compare-bin", "/nonexistent/rttscope", "not an executable"}},
+		{[]string{"bench", "monitor", "--compare-bin", "/bin/true", "--modes", ""}, []string{"--compare-bin", "--modes"}},
 		{[]string{"bench", "report"}, []string{"RESULT.json"}},
 	} {
 		r := cliRun(t, false, tc.args...)

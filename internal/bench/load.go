@@ -465,7 +465,12 @@ type monitorProc struct {
 }
 
 func (lb *loadBench) startMonitor(mode string) (*monitorProc, error) {
-	return startMonitorProc(lb.bin, lb.lab.Middlebox.Name, lb.ifname, monitorArgs(mode), false, false)
+	return lb.startMonitorBin(lb.bin, mode)
+}
+
+// startMonitorBin is startMonitor with another rttscope binary.
+func (lb *loadBench) startMonitorBin(bin, mode string) (*monitorProc, error) {
+	return startMonitorProc(bin, lb.lab.Middlebox.Name, lb.ifname, monitorArgs(mode), false, false)
 }
 
 // startMonitorProc runs `BIN monitor --netns NETNS -i IFNAME ARGS...`

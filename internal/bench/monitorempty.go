@@ -41,6 +41,24 @@ func (ms *monState) setupEmpty(context.Context) (func() error, error) {
 	return undo, nil
 }
 
+// ratioOfSeries is s's mean over base's as a derived figure of s's
+// configuration, with the bootstrap interval of the ratio of means, paired
+// by round when both series have every round (the rounds ran
+// interleaved). False when either mean is unusable.
+func ratioOfSeries(s, base *Series, name, what string) (Derived, bool) {
+	paired := s.Missing == 0 && base.Missing == 0
+	lo, hi, ok := BootstrapRatio(s.Values, base.Values, paired)
+	ratio, rok := Ratio(s.Summary.Mean, base.Summary.Mean)
+	if !ok || !rok {
+		return Derived{}, false
+	}
+	return Derived{
+		Group: s.Group, Case: s.Case, Config: s.Program, Name: name, Unit: "x",
+		Value: ratio, Low: lo, High: hi,
+		How: fmt.Sprintf("%s; 95%% bootstrap interval (paired by round: %v)", what, paired),
+	}, true
+}
+
 // addAgainstEmpty derives, per case, each monitor's forwarded packets/s
 // as a ratio to the empty program's: what the monitor costs the router
 // beyond what any tc program costs. The interval is the bootstrap
@@ -59,17 +77,9 @@ func addAgainstEmpty(res *Result) {
 			if s.Group != key.group || s.Case != key.cas || s.Metric != MetricFwdPPS || s.Program == ProgNone || s.Program == ProgEmpty {
 				continue
 			}
-			paired := s.Missing == 0 && empty.Missing == 0
-			lo, hi, ok := BootstrapRatio(s.Values, empty.Values, paired)
-			ratio, rok := Ratio(s.Summary.Mean, empty.Summary.Mean)
-			if !ok || !rok {
-				continue
+			if d, ok := ratioOfSeries(s, empty, "packets_per_s_vs_empty", "mean forwarded packets/s / the empty program's"); ok {
+				res.Derived = append(res.Derived, d)
 			}
-			res.Derived = append(res.Derived, Derived{
-				Group: key.group, Case: key.cas, Config: s.Program, Name: "packets_per_s_vs_empty", Unit: "x",
-				Value: ratio, Low: lo, High: hi,
-				How: fmt.Sprintf("mean forwarded packets/s / the empty program's; 95%% bootstrap interval (paired by round: %v)", paired),
-			})
 		}
 	}
 }

@@ -72,6 +72,11 @@ type MonitorOptions struct {
 	UDPSenders     int
 	// MonitorBinary is the rttscope binary (default this executable).
 	MonitorBinary string
+	// CompareBinary, when set, is another rttscope build (an earlier
+	// one): each mode also runs with it, as configuration MODE + "-prev",
+	// and every monitor figure of the mode gets its ratio to that build's
+	// (monitorcompare.go).
+	CompareBinary string
 	Progress      io.Writer
 }
 
@@ -229,9 +234,17 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	st.Configs = append(st.Configs, StudyConfig{Name: ProgNone})
 	for _, m := range o.Modes {
 		mode := m
-		st.Configs = append(st.Configs, StudyConfig{Name: "rttscope-" + mode, Setup: func(ctx context.Context) (func() error, error) {
-			return ms.setupRttscope(ctx, mode)
+		st.Configs = append(st.Configs, StudyConfig{Name: ProgRttscope + "-" + mode, Setup: func(ctx context.Context) (func() error, error) {
+			return ms.setupRttscope(ctx, lb.bin, mode)
 		}})
+		if o.CompareBinary != "" {
+			st.Configs = append(st.Configs, StudyConfig{Name: prevConfig(mode), Setup: func(ctx context.Context) (func() error, error) {
+				return ms.setupRttscope(ctx, o.CompareBinary, mode)
+			}})
+		}
+	}
+	if o.CompareBinary != "" {
+		st.Details["prev"] = "rttscope-MODE-prev: MODE run by " + o.CompareBinary + " with the same arguments; *_vs_prev: this build's figure over that one's"
 	}
 	if o.Empty {
 		st.Configs = append(st.Configs, StudyConfig{Name: ProgEmpty, Setup: ms.setupEmpty})
@@ -284,6 +297,9 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	res, err := RunStudy(ctx, o.Name, st, o.Progress)
 	if res != nil && o.Empty {
 		addAgainstEmpty(res)
+	}
+	if res != nil && o.CompareBinary != "" {
+		addAgainstPrev(res, o.Modes)
 	}
 	return res, err
 }
@@ -338,9 +354,9 @@ func programID(p *ebpf.Program) (ebpf.ProgramID, bool) {
 	return info.ID()
 }
 
-func (ms *monState) setupRttscope(ctx context.Context, mode string) (func() error, error) {
+func (ms *monState) setupRttscope(ctx context.Context, bin, mode string) (func() error, error) {
 	ms.noteStale()
-	m, err := ms.lb.startMonitor(mode)
+	m, err := ms.lb.startMonitorBin(bin, mode)
 	if err != nil {
 		return nil, err
 	}

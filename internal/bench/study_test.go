@@ -239,6 +239,7 @@ func TestMonitorStudyFast(t *testing.T) {
 	o.Method.Warmup, o.Method.WarmupRounds = 300*time.Millisecond, 0
 	o.Externals = []External{{Name: "lines", Cmd: "while :; do echo {iface}; sleep 0.01; done"}, {Name: "broken", Cmd: "echo no such monitor >&2; exit 7"}}
 	o.ExternalStart = 100 * time.Millisecond
+	o.CompareBinary = bin // the same build as the "other" one: the plumbing only
 	res, err := RunMonitor(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -246,8 +247,19 @@ func TestMonitorStudyFast(t *testing.T) {
 	checkStudy(t, res, o.Method)
 	cas := res.Settings.Study.Cases[0]
 	get := func(cfg, metric string) *Series { return res.Lookup(seriesID(GroupMonitor, cas, cfg, "", metric)) }
-	if s := get("rttscope-aggregated", MetricBPFNsPerPkt); s == nil || !(s.Summary.Min > 0) {
-		t.Errorf("rttscope's programs were not found on the interface: %+v", s)
+	for _, cfg := range []string{"rttscope-aggregated", prevConfig(ModeAggregated)} {
+		if s := get(cfg, MetricBPFNsPerPkt); s == nil || !(s.Summary.Min > 0) {
+			t.Errorf("%s: rttscope's programs were not found on the interface: %+v", cfg, s)
+		}
+	}
+	vsPrev := 0
+	for _, d := range res.Derived {
+		if d.Config == "rttscope-aggregated" && strings.HasSuffix(d.Name, "_vs_prev") && d.Value > 0 {
+			vsPrev++
+		}
+	}
+	if vsPrev != len(againstPrevMetrics) {
+		t.Errorf("%d figures against the other build, want %d: %+v", vsPrev, len(againstPrevMetrics), res.Derived)
 	}
 	// Net of bpf_stats' residual: smaller in every window, never
 	// negative; the external without BPF programs loses nothing.
@@ -314,6 +326,40 @@ func TestMonitorStudyFast(t *testing.T) {
 		t.Errorf("capture directories left behind: %v (before: %v)", m, capBefore)
 	}
 	noNewNamespaces(t, "rttmon", nsBefore)
+}
+
+// Each mode's figures against the other build's: one ratio per mode and
+// metric that both builds have, none for configurations without a pair.
+func TestAddAgainstPrev(t *testing.T) {
+	r := &Result{Checks: map[string]uint64{}}
+	add := func(cfg, metric string, vals ...float64) {
+		s := r.series(GroupMonitor, "tcp-1000-flows", cfg, "", metric, "", "")
+		for _, v := range vals {
+			s.Add(v)
+		}
+	}
+	add(ProgNone, MetricFwdPPS, 110, 111, 109, 110, 110)
+	add("rttscope-aggregated", MetricBPFNetNsPerPkt, 90, 91, 89, 90, 90)
+	add(prevConfig(ModeAggregated), MetricBPFNetNsPerPkt, 100, 101, 99, 100, 100)
+	add("rttscope-aggregated", MetricFwdPPS, 100, 100, 100, 100, 100)
+	add(prevConfig(ModeAggregated), MetricFwdPPS, 100, 100, 100, 100, 100)
+	add("rttscope-sampled", MetricBPFNetNsPerPkt, 80, 80, 80, 80, 80) // no pair
+	r.Finalize()
+	addAgainstPrev(r, []string{ModeAggregated, ModeSampled})
+	got := map[string]Derived{}
+	for _, d := range r.Derived {
+		got[d.Config+" "+d.Name] = d
+	}
+	if len(got) != 2 {
+		t.Fatalf("derived %+v, want the two metrics of the aggregated pair", r.Derived)
+	}
+	ns := got["rttscope-aggregated bpf_net_ns_per_packet_vs_prev"]
+	if math.Abs(ns.Value-0.9) > 1e-9 || !(ns.Low <= ns.Value && ns.Value <= ns.High) || ns.High >= 1 {
+		t.Errorf("ns ratio %+v, want 0.9 with an interval under 1", ns)
+	}
+	if pps := got["rttscope-aggregated "+MetricFwdPPS+"_vs_prev"]; math.Abs(pps.Value-1) > 1e-9 {
+		t.Errorf("packets/s ratio %+v, want 1", pps)
+	}
 }
 
 // A monitor's packets/s against the empty program's: the ratio of means
