@@ -31,10 +31,11 @@ docs/experiments.md)
 
 --compare-bin OLD runs each of --modes also with the rttscope binary OLD
 (an earlier build; configuration rttscope-MODE-prev, same arguments,
-interleaved in every round) and reports this build's net BPF ns/packet,
-net CPU share and forwarded packets/s as ratios to OLD's with their 95 %
-bootstrap intervals (bpf_net_ns_per_packet_vs_prev, ...): how a change to
-the data path is judged on the router's traffic.
+interleaved in every round) and reports the monitor's (this executable,
+or --monitor-bin) net BPF ns/packet, net CPU share and forwarded
+packets/s as ratios to OLD's with their 95 % bootstrap intervals
+(bpf_net_ns_per_packet_vs_prev, ...): how a change to the data path is
+judged on the router's traffic.
 
 Per window: forwarded Mbit/s and packets/s (ratio to nothing with its 95 %
 bootstrap interval and verdict), the monitor's CPU and its share of the
@@ -78,7 +79,7 @@ func newBenchMonitorCmd() *cobra.Command {
 	f.Uint64Var(&o.UDPPPS, "udp-pps", o.UDPPPS, "UDP datagrams per second (0 = as fast as the senders go)")
 	f.IntVar(&o.UDPSenders, "udp-senders", o.UDPSenders, "UDP sending sockets")
 	f.StringVar(&o.MonitorBinary, "monitor-bin", "", "rttscope binary to run as the monitor (default: this executable)")
-	f.StringVar(&o.CompareBinary, "compare-bin", "", "also run each mode with this rttscope binary (an earlier build) and report this build's figures as ratios to its")
+	f.StringVar(&o.CompareBinary, "compare-bin", "", "also run each mode with this rttscope binary (an earlier build) and report the monitor's figures (this executable's, or --monitor-bin's) as ratios to its")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := mf.check(); err != nil {
 			return err

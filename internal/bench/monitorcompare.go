@@ -9,7 +9,7 @@ package bench
 // judges it on one TCP bulk transfer.
 
 // prevConfig names the configuration of mode run by the other build.
-func prevConfig(mode string) string { return ProgRttscope + "-" + mode + "-prev" }
+func prevConfig(mode string) string { return modeConfig(mode) + "-prev" }
 
 // againstPrevMetrics are the figures compared: the programs' cost, the
 // share of the busy CPU and what the router still forwards.
@@ -24,7 +24,7 @@ func addAgainstPrev(res *Result, modes []string) {
 		}
 		for _, mode := range modes {
 			for _, metric := range againstPrevMetrics {
-				cur := res.Lookup(seriesID(key.group, key.cas, ProgRttscope+"-"+mode, "", metric))
+				cur := res.Lookup(seriesID(key.group, key.cas, modeConfig(mode), "", metric))
 				prev := res.Lookup(seriesID(key.group, key.cas, prevConfig(mode), "", metric))
 				if cur == nil || prev == nil || cur.Summary.N == 0 || prev.Summary.N == 0 {
 					continue

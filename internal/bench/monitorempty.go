@@ -41,24 +41,6 @@ func (ms *monState) setupEmpty(context.Context) (func() error, error) {
 	return undo, nil
 }
 
-// ratioOfSeries is s's mean over base's as a derived figure of s's
-// configuration, with the bootstrap interval of the ratio of means, paired
-// by round when both series have every round (the rounds ran
-// interleaved). False when either mean is unusable.
-func ratioOfSeries(s, base *Series, name, what string) (Derived, bool) {
-	paired := s.Missing == 0 && base.Missing == 0
-	lo, hi, ok := BootstrapRatio(s.Values, base.Values, paired)
-	ratio, rok := Ratio(s.Summary.Mean, base.Summary.Mean)
-	if !ok || !rok {
-		return Derived{}, false
-	}
-	return Derived{
-		Group: s.Group, Case: s.Case, Config: s.Program, Name: name, Unit: "x",
-		Value: ratio, Low: lo, High: hi,
-		How: fmt.Sprintf("%s; 95%% bootstrap interval (paired by round: %v)", what, paired),
-	}, true
-}
-
 // addAgainstEmpty derives, per case, each monitor's forwarded packets/s
 // as a ratio to the empty program's: what the monitor costs the router
 // beyond what any tc program costs. The interval is the bootstrap

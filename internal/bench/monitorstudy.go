@@ -80,6 +80,9 @@ type MonitorOptions struct {
 	Progress      io.Writer
 }
 
+// modeConfig names the configuration of rttscope in mode.
+func modeConfig(mode string) string { return ProgRttscope + "-" + mode }
+
 // MonitorModes are rttscope's modes in the monitor study.
 var MonitorModes = []string{ModePerSample, ModeSampled, ModeAggregated, ModeFlowSummary}
 
@@ -234,7 +237,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	st.Configs = append(st.Configs, StudyConfig{Name: ProgNone})
 	for _, m := range o.Modes {
 		mode := m
-		st.Configs = append(st.Configs, StudyConfig{Name: ProgRttscope + "-" + mode, Setup: func(ctx context.Context) (func() error, error) {
+		st.Configs = append(st.Configs, StudyConfig{Name: modeConfig(mode), Setup: func(ctx context.Context) (func() error, error) {
 			return ms.setupRttscope(ctx, lb.bin, mode)
 		}})
 		if o.CompareBinary != "" {
