@@ -2,11 +2,15 @@ package traffic
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/nsrun"
 )
 
 // TestManyFlows opens a few thousand paced flows through the lab and
@@ -52,13 +56,43 @@ func TestManyFlows(t *testing.T) {
 	if err := m.Stop(); err != nil {
 		t.Error(err)
 	}
+	// Stop resets every connection (SO_LINGER 0): the client keeps no
+	// socket to the sink. The sink learns of each from one RST, which is
+	// not retransmitted; 3,000 of them at once can overflow a backlog
+	// queue on the way, so the sink's count is reported, not asserted.
+	if n, err := socketsTo(l.Client.Name, dst.Port()); err != nil {
+		t.Fatal(err)
+	} else if n != 0 {
+		t.Errorf("%d client sockets to the sink left after Stop", n)
+	}
 	deadline = time.Now().Add(10 * time.Second)
 	for sink.Active() > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if a := sink.Active(); a != 0 {
-		t.Errorf("%d connections still open at the sink after Stop", a)
+		t.Logf("%d connections still open at the sink 10 s after Stop (their RST lost on the way)", a)
 	}
+}
+
+// socketsTo counts the TCP sockets in netns whose remote port is port
+// (/proc/thread-self/net/tcp: the table of the thread's namespace).
+func socketsTo(netns string, port uint16) (int, error) {
+	var n int
+	err := nsrun.Named(netns, func() error {
+		b, err := os.ReadFile("/proc/thread-self/net/tcp")
+		if err != nil {
+			return err
+		}
+		want := fmt.Sprintf(":%04X", port)
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) > 2 && strings.HasSuffix(f[2], want) { // rem_address
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
 }
 
 func TestUDPFlood(t *testing.T) {
