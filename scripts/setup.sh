@@ -5,14 +5,15 @@
 # ethtool, tcpdump and tshark (tests), nftables (the flowtable mode of
 # `rttscope bench forwarding`), chromium (the bench report test renders a
 # report headless), dnsmasq and dig (the DNS source's lab
-# test), make, python3-pip, pyarrow (Parquet files read back by an
-# independent reader) and aioquic (a QUIC peer whose spin bit spins) from
-# PyPI, protoc (`make generate-proto`), the sinks' test servers: Prometheus
-# (Debian's package) and an Apache Kafka broker (Java 17 and the kafka_2.13
-# jars from Maven Central, via mvn: scripts/kafka/fetch.sh, cached in
-# /var/cache/rttscope/kafka); then the pinned golangci-lint (`make
-# lint-tool`). Go >= 1.21 must be present; the go command then fetches
-# the toolchain go.mod asks for from the module proxy.
+# test), make, python3-pip, perf (`rttscope bench profile`), pyarrow
+# (Parquet files read back by an independent reader) and aioquic (a QUIC
+# peer whose spin bit spins) from PyPI, protoc (`make generate-proto`),
+# the sinks' test servers: Prometheus (Debian's package) and an Apache
+# Kafka broker (Java 17 and the kafka_2.13 jars from Maven Central, via
+# mvn: scripts/kafka/fetch.sh, cached in /var/cache/rttscope/kafka);
+# then the pinned golangci-lint (`make lint-tool`). Go >= 1.21 must be
+# present; the go command then fetches the toolchain go.mod asks for from
+# the module proxy.
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -23,6 +24,13 @@ fi
 packages=(make clang-14 llvm-14 libbpf-dev bpftool clang-format iproute2 ethtool
 	iputils-ping tcpdump tshark nftables chromium git ca-certificates python3-pip
 	protobuf-compiler openjdk-17-jre-headless maven dnsmasq-base bind9-dnsutils)
+# perf, for `rttscope bench profile` and its test: Debian's linux-perf;
+# Ubuntu ships it as linux-tools-common (plus its kernel's linux-tools-*).
+if grep -q '^ID=ubuntu' /etc/os-release 2>/dev/null; then
+	packages+=(linux-tools-common)
+else
+	packages+=(linux-perf)
+fi
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -34,6 +34,10 @@ func TestCLIBenchStudyUsageErrors(t *testing.T) {
 		{[]string{"bench", "monitor", "--compare-bin", "/nonexistent/rttscope"}, []string{"--compare-bin", "/nonexistent/rttscope", "not an executable"}},
 		{[]string{"bench", "monitor", "--compare-bin", "/bin/true", "--modes", ""}, []string{"--compare-bin", "--modes"}},
 		{[]string{"bench", "report"}, []string{"RESULT.json"}},
+		{[]string{"bench", "profile", "--duration", "1ms"}, []string{"--duration"}},
+		{[]string{"bench", "profile", "--freq", "0"}, []string{"--freq"}},
+		{[]string{"bench", "profile", "--perf", "/nonexistent/perf"}, []string{"--perf", "/nonexistent/perf", "not an executable"}},
+		{[]string{"bench", "profile", "extra"}, []string{"bench profile takes no arguments"}},
 	} {
 		r := cliRun(t, false, tc.args...)
 		r.wantOneLine(t, tc.args, 2, tc.want...)
