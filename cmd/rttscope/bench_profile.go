@@ -30,8 +30,11 @@ included), the share of each source file, and the --top lines.
 Reading it: a sample lands after the instruction that was retiring, so
 the cost of a slow load (a cache miss) shows on the line after it, and
 the program's first line carries its entry (the JIT prologue, the first
-touch of its code). Counts of a few dozen samples are noise. Method and
-findings: docs/performance.md, "Round 12".
+touch of its code). So a line's share says where the program waits, not
+what removing that line would save: the wait moves to the next first
+touch (measure a change with 'bench monitor --compare-bin'). Counts of a
+few dozen samples are noise. Method and findings: docs/performance.md,
+"Round 12".
 
 Needs root, perf (Debian's linux-perf; scripts/setup.sh installs it) and
 the BPF JIT (net.core.bpf_jit_enable=1).`
