@@ -264,6 +264,10 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 	}
 	m.SummaryMap.MaxEntries = summaries
 	m.Summaries.MaxEntries = ring
+	// Last: the values of every constant set above go into the code.
+	if _, err := inlineConstants(spec); err != nil {
+		return err
+	}
 	return nil
 }
 
