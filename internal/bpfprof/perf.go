@@ -26,10 +26,12 @@ type perfRecord struct {
 	cmd    *exec.Cmd
 	stderr bytes.Buffer
 	out    string
+	done   chan struct{} // closed once perf has exited (one Wait, here)
+	err    error         // its exit status, set before done is closed
 }
 
 func startPerfRecord(perf, out string, freq int) (*perfRecord, error) {
-	r := &perfRecord{out: out}
+	r := &perfRecord{out: out, done: make(chan struct{})}
 	r.cmd = exec.Command(perf, "record", "-a", "-q", "-e", "cpu-clock",
 		"-F", strconv.Itoa(freq), "-k", "CLOCK_MONOTONIC", "-o", out)
 	r.cmd.Stdout = io.Discard
@@ -37,26 +39,28 @@ func startPerfRecord(perf, out string, freq int) (*perfRecord, error) {
 	if err := r.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s record: %w", perf, err)
 	}
+	go func() {
+		r.err = r.cmd.Wait()
+		close(r.done)
+	}()
 	return r, nil
 }
 
 // stop ends the recording with SIGINT, on which perf writes its file.
 func (r *perfRecord) stop() error {
-	if r.cmd.ProcessState == nil {
+	if gone, _ := r.exited(); !gone {
 		_ = r.cmd.Process.Signal(os.Interrupt)
 	}
-	done := make(chan error, 1)
-	go func() { done <- r.cmd.Wait() }()
-	var err error
 	select {
-	case err = <-done:
+	case <-r.done:
 	case <-time.After(30 * time.Second):
 		_ = r.cmd.Process.Kill()
-		_ = <-done
+		<-r.done
 		return fmt.Errorf("perf record did not stop within 30 s of SIGINT")
 	}
 	// SIGINT is how it is meant to end: its exit status is not an error.
 	if _, serr := os.Stat(r.out); serr != nil {
+		err := r.err
 		if err == nil {
 			err = serr
 		}
@@ -65,13 +69,16 @@ func (r *perfRecord) stop() error {
 	return nil
 }
 
-// exited says whether perf record ended on its own (it failed to start
-// sampling: perf_event_paranoid, a missing event).
+// exited says whether perf record has ended, and its first line of
+// stderr: before stop, that it failed to sample (perf_event_paranoid, a
+// missing event).
 func (r *perfRecord) exited() (bool, string) {
-	if r.cmd.ProcessState != nil {
+	select {
+	case <-r.done:
 		return true, firstLine(r.stderr.String())
+	default:
+		return false, ""
 	}
-	return false, ""
 }
 
 // readSamples runs `perf script` over the recording: the time and the
