@@ -356,20 +356,31 @@ static __always_inline void agg_slot_fill(struct agg_slot *slot,
 		       (i & (AGG_SLOTS - 1));
 }
 
-/* Counts packet a in the slot that reference ref names, if that slot
- * still holds the fill ref was taken from: on this CPU, in this epoch,
- * not emptied or refilled since. Else returns false, and the caller
- * takes the way through the prefix key. */
-static __always_inline bool agg_count_ref(const struct agg_pkt *a, __u64 ref,
-					  __u32 epoch, bool tx)
+/* The slot that reference ref names, if it still holds the fill ref was
+ * taken from: on this CPU, in this epoch, not emptied or refilled since.
+ * NULL otherwise. */
+static __always_inline struct agg_slot *agg_ref_slot(__u64 ref, __u32 epoch)
 {
 	__u32 i = (epoch & 1) * AGG_SLOTS + (ref & (AGG_SLOTS - 1));
 	struct agg_slot *slot;
 
 	if (!ref)
-		return false;
+		return NULL;
 	slot = bpf_map_lookup_elem(&agg_slots, &i);
 	if (!slot || slot->filled != ref)
+		return NULL;
+	return slot;
+}
+
+/* Counts packet a in the slot that reference ref names (agg_ref_slot).
+ * Returns false when it names none, and the caller takes the way through
+ * the prefix key. */
+static __always_inline bool agg_count_ref(const struct agg_pkt *a, __u64 ref,
+					  __u32 epoch, bool tx)
+{
+	struct agg_slot *slot = agg_ref_slot(ref, epoch);
+
+	if (!slot)
 		return false;
 	count_traffic(tx ? &slot->tx : &slot->rx, a);
 	return true;
@@ -413,41 +424,65 @@ static __always_inline void agg_count_end(const struct agg_pkt *a,
 	count_traffic(tx ? &slot->tx : &slot->rx, a);
 }
 
+/* An IP packet in ePPing's global record: by IP protocol and ECN
+ * codepoint (tos), l2l3_len bytes from the link-layer header on. */
+static __always_inline void agg_count_global_ip(__u8 proto, __u32 l2l3_len,
+						__u8 tos)
+{
+	struct agg_global *g;
+	__u32 zero = 0;
+
+	g = bpf_map_lookup_elem(&agg_global_map, &zero);
+	if (!g)
+		return;
+	g->proto_pkts[proto]++;
+	g->proto_bytes[proto] += l2l3_len;
+	g->ecn[tos & 3]++;
+}
+
 /* ePPing's global record: every packet by IP protocol (non-IP apart) and
  * ECN codepoint. pkt_len is used for packets that are not IP. */
 static __always_inline void agg_count_global(struct packet_info *p,
 					     __u32 pkt_len)
 {
 	struct agg_global *g;
-	__u32 zero = 0, proto;
+	__u32 zero = 0;
 
+	if (p->l3_valid) {
+		agg_count_global_ip(p->pid.flow.proto & 0xff,
+				    p->l2_len + p->l3_len, p->ip_tos);
+		return;
+	}
 	g = bpf_map_lookup_elem(&agg_global_map, &zero);
 	if (!g)
 		return;
-	if (!p->l3_valid) {
-		g->nonip_pkts++;
-		g->nonip_bytes += pkt_len;
-		return;
-	}
-	proto = p->pid.flow.proto & 0xff;
-	g->proto_pkts[proto]++;
-	g->proto_bytes[proto] += p->l2_len + p->l3_len;
-	g->ecn[p->ip_tos & 3]++;
+	g->nonip_pkts++;
+	g->nonip_bytes += pkt_len;
+}
+
+/* What count_traffic() counts of an IP packet of protocol proto: tcp_ts
+ * is ePPing's TCP class (struct packet_info). */
+static __always_inline void agg_pkt_set(struct agg_pkt *a, __u16 proto,
+					bool tcp_ts, __u8 tos, __u32 l3_len,
+					__u32 l2l3_len)
+{
+	a->cls = proto_class(proto);
+	/* ePPing's classes whatever source measures the packet: a TCP
+	 * segment without the option is TCP_noTS also when the sequence
+	 * source tracks it (docs/epping.md). */
+	a->epp = proto != IPPROTO_TCP ? EPP_OTHER :
+		 tcp_ts		      ? EPP_TCP_TS :
+					EPP_TCP_NOTS;
+	a->ecn = tos & 3;
+	a->l3_len = l3_len;
+	a->l2l3_len = l2l3_len;
 }
 
 static __always_inline void agg_pkt_of(struct agg_pkt *a,
 				       const struct packet_info *p)
 {
-	a->cls = proto_class(p->pid.flow.proto);
-	/* ePPing's classes whatever source measures the packet: a TCP
-	 * segment without the option is TCP_noTS also when the sequence
-	 * source tracks it (docs/epping.md). */
-	a->epp = p->pid.flow.proto != IPPROTO_TCP ? EPP_OTHER :
-		 p->tcp_ts			  ? EPP_TCP_TS :
-						    EPP_TCP_NOTS;
-	a->ecn = p->ip_tos & 3;
-	a->l3_len = p->l3_len;
-	a->l2l3_len = p->l2_len + p->l3_len;
+	agg_pkt_set(a, p->pid.flow.proto, p->tcp_ts, p->ip_tos, p->l3_len,
+		    p->l2_len + p->l3_len);
 }
 
 /* Counts one packet as ePPing does: in the global record and, when it is

@@ -97,6 +97,11 @@ volatile const bool cfg_flow_summary = false;
  * waiting, and user space polls. */
 volatile const __u32 cfg_event_wakeup_bytes = 0;
 
+/* The fast path (fastpath.h) for the common TCP segment; off, every
+ * packet takes the general path, which gives the same results (tests and
+ * benchmarks compare the two). */
+volatile const bool cfg_fast_path = true;
+
 /* Steps of the data path, in the order they add cost. Benchmarks only
  * (rttscope bench --only steps): cfg_steps runs the data path up to and
  * including that step and prunes the rest, to measure what each step costs;

@@ -49,6 +49,9 @@ enum counter {
 	COUNTER_QUIC_SPIN_REJECTED,
 	/* QUIC flow directions whose spin bit looked random: no samples */
 	COUNTER_QUIC_SPIN_RANDOM,
+	/* packets the fast path took whole (fastpath.h); the others took
+	 * the general path */
+	COUNTER_FAST_PATH,
 	COUNTER_NR,
 };
 _Static_assert(COUNTER_SAMPLES_QUIC_SPIN - COUNTER_SAMPLES_TCP_TS ==

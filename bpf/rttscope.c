@@ -329,17 +329,22 @@ static __always_inline bool is_rate_limited(__u64 now, struct flow_dir_state *d)
  * serial number arithmetic): an older TSval is a reordered or retransmitted
  * packet. An identifier of another source (the handshake before
  * timestamps, DNS over TCP) is of another space: new. */
-static __always_inline bool is_new_identifier(const struct packet_info *p,
-					      const struct flow_dir_state *d)
+static __always_inline bool is_new_id(__u32 id, __u8 source,
+				      const struct flow_dir_state *d)
 {
-	__u32 diff = p->pid.identifier - d->last_id;
-	__u8 source = p->pid.flow.reserved;
+	__u32 diff = id - d->last_id;
 
 	if (source != d->last_source)
 		return true;
 	if (source == RTT_SOURCE_TCP_TS || source == RTT_SOURCE_TCP_SEQ)
 		return diff > 0 && diff < (1U << 31);
 	return diff != 0;
+}
+
+static __always_inline bool is_new_identifier(const struct packet_info *p,
+					      const struct flow_dir_state *d)
+{
+	return is_new_id(p->pid.identifier, p->pid.flow.reserved, d);
 }
 
 /* A TCP flow first seen after its handshake may have sent its first TSval
@@ -396,14 +401,16 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 	}
 }
 
-/* Whether a reply echoing p->reply_id can find a timestamp of orig's side:
- * only an identifier that was timestamped can. Every source: not when the
+/* Whether a reply echoing id (of source) can find a timestamp of orig's
+ * side: only an identifier that was timestamped can. Every source: not when the
  * direction has none outstanding. TCP timestamps: most ACKs echo a TSval
  * that was not timestamped (in a bulk transfer nearly every ACK echoes
  * one, and one TSval per rate-limit interval is timestamped), and with
  * GSO/GRO some timestamped TSvals are never echoed, so the outstanding
  * count stays above zero; sparing those ACKs the timestamp map lookup
- * halves an ACK's cost. rep is the replying side's half.
+ * halves an ACK's cost. rep is the replying side's half; *newest_echo
+ * is set when id is a TCP timestamp newer than any rep echoed before, for
+ * the caller to keep in rep->echoed. Reads only.
  *
  * The last two TSvals timestamped always qualify. An older one can only
  * still be waiting when more than two are in flight (RTT above two
@@ -412,31 +419,45 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
  * than both pending ones qualifies only when it is newer than the newest
  * echo seen so far; a reordered ACK echoing an older, skipped TSval gives
  * no sample (documented in docs/performance.md). */
-static __always_inline bool reply_may_match(struct packet_info *p,
-					    struct flow_dir_state *orig,
-					    struct flow_dir_state *rep)
+static __always_inline bool echo_may_match(__u32 id, __u8 source,
+					   const struct flow_dir_state *orig,
+					   const struct flow_dir_state *rep,
+					   bool *newest_echo)
 {
-	__u32 id = p->reply_id, oldest;
 	__u8 ring = orig->ts_ring;
-	bool newest_echo;
+	__u32 oldest;
 
 	if (!orig->outstanding)
 		return false;
-	if (p->reply_source != RTT_SOURCE_TCP_TS)
+	if (source != RTT_SOURCE_TCP_TS)
 		return true;
 	if (!(ring & TS_RING_USED))
 		return false;
 	/* (s32) differences: TSvals wrap around. An echo of 0 counts as
 	 * none: the next one is then taken as newest, one lookup more. */
-	newest_echo = !rep->echoed || (__s32)(id - rep->echoed) > 0;
-	if (newest_echo)
-		rep->echoed = id;
+	*newest_echo = !rep->echoed || (__s32)(id - rep->echoed) > 0;
 	if (id == orig->pending[0] || id == orig->pending[1])
 		return true;
 	if ((ring & TS_RING_USED) < 2)
 		return false;
 	oldest = orig->pending[(ring & TS_RING_NEXT) ? 1 : 0];
-	return newest_echo && (__s32)(id - oldest) < 0;
+	return *newest_echo && (__s32)(id - oldest) < 0;
+}
+
+/* echo_may_match() for p, which also keeps the newest echo in rep: the
+ * decision alone is the fast path's (fastpath.h), which may still hand the
+ * packet to this path. */
+static __always_inline bool reply_may_match(struct packet_info *p,
+					    struct flow_dir_state *orig,
+					    struct flow_dir_state *rep)
+{
+	bool newest_echo = false, ret;
+
+	ret = echo_may_match(p->reply_id, p->reply_source, orig, rep,
+			     &newest_echo);
+	if (newest_echo)
+		rep->echoed = p->reply_id;
+	return ret;
 }
 
 /* Reports one RTT sample of source p->reply_source, completed by p: of
@@ -615,6 +636,8 @@ static __always_inline __u32 frame_len(void *ctx, struct parsing_context *pctx)
 	return ((struct __sk_buff *)ctx)->len;
 }
 
+#include "fastpath.h"
+
 static __always_inline void handle_packet(void *ctx,
 					  struct parsing_context *pctx,
 					  bool is_egress, __u64 now)
@@ -628,6 +651,8 @@ static __always_inline void handle_packet(void *ctx,
 	int ret;
 
 	count(COUNTER_PACKETS);
+	if (fast_path_on() && fast_path(pctx, now, &key))
+		return;
 
 	p.time = now;
 	p.is_egress = is_egress;

@@ -63,6 +63,7 @@ var StatsCounters = [...]StatsCounter{
 	{"dns_unmatched_responses", probe.RttscopeCounterCOUNTER_DNS_UNMATCHED_RESPONSES, func(s *Stats) *uint64 { return &s.DNSUnmatchedResponses }},
 	{"quic_spin_rejected", probe.RttscopeCounterCOUNTER_QUIC_SPIN_REJECTED, func(s *Stats) *uint64 { return &s.QUICSpinRejected }},
 	{"quic_spin_random", probe.RttscopeCounterCOUNTER_QUIC_SPIN_RANDOM, func(s *Stats) *uint64 { return &s.QUICSpinRandom }},
+	{"fast_path_packets", probe.RttscopeCounterCOUNTER_FAST_PATH, func(s *Stats) *uint64 { return &s.FastPathPackets }},
 }
 
 // SetCounters fills the counters of s from the kernel's: each kernel

@@ -75,6 +75,10 @@ type Config struct {
 	// FlowSummary keeps per-flow RTT summaries, reported when a flow ends
 	// (and, if user space asks, for every live flow).
 	FlowSummary bool
+	// GeneralPathOnly, for tests and benchmarks, turns the fast path off
+	// (bpf/fastpath.h): every packet takes the general path, which gives
+	// the same results.
+	GeneralPathOnly bool
 	// Steps, for benchmarks only, runs the data path up to and including
 	// one step (StepParse ... StepCounters) and prunes the rest, to
 	// measure what each step costs (rttscope bench --only steps). The

@@ -236,6 +236,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		{v.CfgAggReverse, cfg.AggReverse},
 		{v.CfgFlowSummary, cfg.FlowSummary},
 		{v.CfgSteps, uint32(steps)},
+		{v.CfgFastPath, !cfg.GeneralPathOnly},
 		{v.CfgEventWakeupBytes, cfg.EventWakeupBytes},
 	} {
 		if err := c.spec.Set(c.value); err != nil {

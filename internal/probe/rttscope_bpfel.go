@@ -94,7 +94,8 @@ const (
 	RttscopeCounterCOUNTER_DNS_UNMATCHED_RESPONSES RttscopeCounter = 28
 	RttscopeCounterCOUNTER_QUIC_SPIN_REJECTED      RttscopeCounter = 29
 	RttscopeCounterCOUNTER_QUIC_SPIN_RANDOM        RttscopeCounter = 30
-	RttscopeCounterCOUNTER_NR                      RttscopeCounter = 31
+	RttscopeCounterCOUNTER_FAST_PATH               RttscopeCounter = 31
+	RttscopeCounterCOUNTER_NR                      RttscopeCounter = 32
 )
 
 type RttscopeEventType uint32
@@ -368,6 +369,7 @@ const (
 	RttscopeVarCfgDnsNames                = "cfg_dns_names"
 	RttscopeVarCfgDnsPorts                = "cfg_dns_ports"
 	RttscopeVarCfgEventWakeupBytes        = "cfg_event_wakeup_bytes"
+	RttscopeVarCfgFastPath                = "cfg_fast_path"
 	RttscopeVarCfgFlowBuckets             = "cfg_flow_buckets"
 	RttscopeVarCfgFlowSeed                = "cfg_flow_seed"
 	RttscopeVarCfgFlowSummary             = "cfg_flow_summary"
@@ -485,6 +487,7 @@ type RttscopeVariableSpecs struct {
 	CfgDnsNames           *ebpf.VariableSpec `ebpf:"cfg_dns_names"`
 	CfgDnsPorts           *ebpf.VariableSpec `ebpf:"cfg_dns_ports"`
 	CfgEventWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_event_wakeup_bytes"`
+	CfgFastPath           *ebpf.VariableSpec `ebpf:"cfg_fast_path"`
 	CfgFlowBuckets        *ebpf.VariableSpec `ebpf:"cfg_flow_buckets"`
 	CfgFlowSeed           *ebpf.VariableSpec `ebpf:"cfg_flow_seed"`
 	CfgFlowSummary        *ebpf.VariableSpec `ebpf:"cfg_flow_summary"`
@@ -590,6 +593,7 @@ type RttscopeVariables struct {
 	CfgDnsNames           *ebpf.Variable `ebpf:"cfg_dns_names"`
 	CfgDnsPorts           *ebpf.Variable `ebpf:"cfg_dns_ports"`
 	CfgEventWakeupBytes   *ebpf.Variable `ebpf:"cfg_event_wakeup_bytes"`
+	CfgFastPath           *ebpf.Variable `ebpf:"cfg_fast_path"`
 	CfgFlowBuckets        *ebpf.Variable `ebpf:"cfg_flow_buckets"`
 	CfgFlowSeed           *ebpf.Variable `ebpf:"cfg_flow_seed"`
 	CfgFlowSummary        *ebpf.Variable `ebpf:"cfg_flow_summary"`

@@ -1,0 +1,254 @@
+package replay_test
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rttscope/rttscope/internal/capture"
+	"github.com/rttscope/rttscope/internal/loader"
+	"github.com/rttscope/rttscope/internal/pktcraft"
+	"github.com/rttscope/rttscope/internal/replay"
+	"github.com/rttscope/rttscope/internal/sampling"
+	"github.com/rttscope/rttscope/internal/testutil"
+)
+
+// TestFastPathSameOutput: the fast path (bpf/fastpath.h) changes nothing
+// but the cost. A seeded random mix of TCP flows (IPv4 and IPv6, VLAN
+// tags, IP options, other option layouts, handshakes, mid-stream starts,
+// duplicate, old and wrapped TSvals, reordered and stale echoes, FIN, RST
+// and data after them, a flow to itself) is replayed in several
+// configurations with the fast path on and off: every record, the stats
+// record's counters included, must be the same but for the fast path's
+// own counter, which must be above zero with it and zero without.
+func TestFastPathSameOutput(t *testing.T) {
+	testutil.RequireRoot(t)
+	frames := fastPathMix(rand.New(rand.NewPCG(15, 2026)))
+	path := filepath.Join(t.TempDir(), "mix.pcapng")
+	if err := capture.WritePcapng(path, []uint16{capture.LinkTypeEthernet}, frames); err != nil {
+		t.Fatal(err)
+	}
+	defaults := loader.DefaultConfig()
+	defaults.FlowMapSize, defaults.TimestampMapSize = 4096, 8192
+	first := defaults
+	first.RateLimit, first.SampleFirstTSval, first.TCPMode = 0, true, loader.TCPTimestamps
+	// More than two timestamps in flight: the ACK filter's oldest case.
+	short := defaults
+	short.RateLimit = 2 * time.Millisecond
+	rttRate := defaults
+	rttRate.RTTRate = 0.5
+	summary := runConfig()
+	summary.FlowSummary = true
+	agg := defaults
+	agg.Aggregate = true
+	// A table of 4 buckets: flows evicted and created on the fast path's
+	// heels.
+	tiny := runConfig()
+	tiny.FlowMapSize = 8
+	cases := []struct {
+		name   string
+		cfg    loader.Config
+		report sampling.Report
+	}{
+		{"defaults", defaults, sampling.Report{}},
+		{"every-tsval", runConfig(), sampling.Report{}},
+		{"first-tsval-ts-mode", first, sampling.Report{}},
+		{"short-rate-limit", short, sampling.Report{}},
+		{"rtt-rate", rttRate, sampling.Report{}},
+		{"summaries", summary, sampling.Report{}},
+		{"aggregated", agg, sampling.Report{AggregateInterval: 200 * time.Millisecond}},
+		{"tiny-flow-table", tiny, sampling.Report{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out [2]string
+			var fast [2]uint64
+			for i, general := range []bool{false, true} {
+				cfg := c.cfg
+				cfg.GeneralPathOnly = general
+				b, _, err := replayFile(t, path, "jsonl", replay.Options{BPF: cfg, Report: c.report, Workers: 1, Stats: true})
+				if err != nil {
+					t.Fatalf("general path only %v: %v", general, err)
+				}
+				out[i], fast[i] = withoutFastPathCount(t, string(b))
+			}
+			if fast[0] == 0 || fast[1] != 0 {
+				t.Errorf("fast_path_packets: %d with the fast path, %d without (want > 0 and 0)", fast[0], fast[1])
+			}
+			if !strings.Contains(out[1], `"rtt":`) && !strings.Contains(out[1], `"count_rtt":`) {
+				t.Fatalf("the general path reported no RTT: nothing compared\n%s", out[1])
+			}
+			if out[0] != out[1] {
+				t.Errorf("records differ with the fast path:\n%s\nwithout:\n%s", out[0], out[1])
+			}
+			t.Logf("%d of %d packets took the fast path", fast[0], len(frames))
+		})
+	}
+}
+
+var fastPathCount = regexp.MustCompile(`,"fast_path_packets":[0-9]+`)
+
+// withoutFastPathCount returns the replay's records, sorted (records of
+// the same time may come in either order), with the stats record's
+// fast_path_packets taken out, and that count.
+func withoutFastPathCount(t *testing.T, out string) (string, uint64) {
+	t.Helper()
+	var n uint64
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, `"type":"stats"`) {
+			continue
+		}
+		var rec struct {
+			FastPath *uint64 `json:"fast_path_packets"`
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.FastPath == nil {
+			t.Fatalf("stats record without fast_path_packets (%v): %s", err, l)
+		}
+		n = *rec.FastPath
+		lines[i] = fastPathCount.ReplaceAllString(l, "")
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n"), n
+}
+
+// fastPathMix is the test's capture: 40 TCP flows over about 3 s of
+// capture time, each a random exchange of data and ACKs with the echoes a
+// real path gives (the peer's newest TSval one one-way delay ago), and
+// the irregular cases the fast path must leave to the general path or
+// handle as it does.
+func fastPathMix(r *rand.Rand) []capture.TimedFrame {
+	const start = int64(1_760_000_000_000_000_000)
+	const ms = int64(time.Millisecond)
+	type pkt struct {
+		at  int64
+		p   pktcraft.Packet
+		out bool
+	}
+	var pkts []pkt
+	server4 := netip.MustParseAddr("198.51.100.7")
+	server6 := netip.MustParseAddr("2001:db8:2::7")
+	for f := range 40 {
+		cli, srv := netip.AddrFrom4([4]byte{10, 0, 2, byte(1 + f)}), server4
+		switch {
+		case f%6 == 5:
+			cli, srv = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 1, 15: byte(f)}), server6
+		case f == 7: // the same address both ends: ordered by port
+			srv = cli
+		}
+		cport, sport := uint16(20000+f), uint16(443)
+		if f == 13 { // a flow to itself: the general path's
+			srv, sport = cli, cport
+		}
+		owd := int64(1+r.IntN(40)) * ms / 2
+		t0 := start + int64(f)*37*ms + int64(r.IntN(1000))*1000
+		// TSval clocks in ms, one near the wrap.
+		tsc, tss := r.Uint32(), r.Uint32()
+		if f%8 == 4 {
+			tsc = 0xffffffff - 300
+		}
+		type sent struct {
+			at    int64
+			tsval uint32
+		}
+		var hist [2][]sent // what each side sent: [0] client, [1] server
+		echo := func(side int, at int64) uint32 {
+			// The peer's newest TSval that has arrived by at.
+			h := hist[1-side]
+			for i := len(h) - 1; i >= 0; i-- {
+				if h[i].at+owd <= at {
+					if k := 2 + r.IntN(12); r.IntN(20) == 0 && i >= k {
+						return h[i-k].tsval // a stale echo (reordered ACK)
+					}
+					return h[i].tsval
+				}
+			}
+			return 0
+		}
+		var vlans []uint16
+		if f%5 == 1 {
+			vlans = []uint16{100 + uint16(f)}
+		}
+		var ipOpts, tcpOpts []byte
+		if f%7 == 2 {
+			ipOpts = pktcraft.IPv4OptRouterAlert()
+		}
+		if f%9 == 3 { // the timestamp option after others: the option walk
+			tcpOpts = []byte{pktcraft.OptNOP, pktcraft.OptNOP, pktcraft.OptNOP, pktcraft.OptNOP}
+		}
+		send := func(side int, at int64, t pktcraft.TCP) {
+			clock := tsc
+			if side == 1 {
+				clock = tss
+			}
+			t.TSval = clock + uint32((at-t0)/ms)
+			if r.IntN(30) == 0 && len(hist[side]) > 3 { // a retransmission's old TSval
+				t.TSval = hist[side][len(hist[side])-3].tsval
+			}
+			t.TSecr = echo(side, at)
+			t.ExtraOptions = tcpOpts
+			t.Window = 65000
+			p := pktcraft.Packet{Src: cli, Dst: srv, VLANs: vlans, IPv4Options: ipOpts, TCP: &t}
+			t.SrcPort, t.DstPort = cport, sport
+			if side == 1 {
+				p.Src, p.Dst = srv, cli
+				t.SrcPort, t.DstPort = sport, cport
+			}
+			if !cli.Is4() {
+				p.IPv4Options = nil
+			}
+			hist[side] = append(hist[side], sent{at, t.TSval})
+			pkts = append(pkts, pkt{at, p, side == 0})
+		}
+		at := t0
+		if f%3 == 0 { // a handshake; the others are picked up mid-stream
+			send(0, at, pktcraft.TCP{SYN: true})
+			send(1, at+2*owd, pktcraft.TCP{SYN: true, ACK: true})
+			at += 2*owd + owd/2
+			send(0, at, pktcraft.TCP{ACK: true})
+		}
+		n := 40 + r.IntN(120)
+		for range n {
+			at += int64(r.IntN(4000)) * 1000 // 0-4 ms: several per TSval tick
+			side := 0
+			if r.IntN(3) == 0 {
+				side = 1
+			}
+			payload := 0
+			if r.IntN(4) != 0 {
+				payload = 1 + r.IntN(1400)
+			}
+			send(side, at, pktcraft.TCP{ACK: true, PSH: payload > 0, Payload: make([]byte, payload)})
+		}
+		switch f % 4 {
+		case 1: // a reset, then a stray segment
+			send(r.IntN(2), at+ms, pktcraft.TCP{RST: true, ACK: true})
+			send(0, at+5*ms, pktcraft.TCP{ACK: true, Payload: make([]byte, 10)})
+		case 2: // FIN both ways, data and ACKs around them
+			send(0, at+ms, pktcraft.TCP{FIN: true, ACK: true})
+			send(1, at+ms+2*owd, pktcraft.TCP{ACK: true, Payload: make([]byte, 100)})
+			send(0, at+ms+3*owd, pktcraft.TCP{ACK: true})
+			send(1, at+2*ms+4*owd, pktcraft.TCP{FIN: true, ACK: true})
+			send(0, at+2*ms+5*owd, pktcraft.TCP{ACK: true})
+		}
+	}
+	slices.SortStableFunc(pkts, func(a, b pkt) int { return int(a.at - b.at) })
+	out := make([]capture.TimedFrame, len(pkts))
+	last := int64(0)
+	for i, p := range pkts {
+		at := max(p.at, last+1) // distinct times: one order of the records
+		last = at
+		dir := capture.DirInbound
+		if p.out {
+			dir = capture.DirOutbound
+		}
+		out[i] = capture.TimedFrame{Timestamp: at, Data: p.p.MustBytes(), Direction: dir}
+	}
+	return out
+}
