@@ -14,8 +14,7 @@
  * for on every packet (docs/performance.md, Round 12).
  *
  * The contract: fast_path() decides from reads only whether the packet is
- * such a segment. If it is not, it writes nothing (but the key, which the
- * general path builds anew) and returns false, and the general path takes
+ * such a segment. If it is not, it writes nothing and returns false, and the general path takes
  * the packet from the start. If it is, it makes exactly the general path's
  * writes for it and returns true. Every decision is the general path's
  * own helper (is_new_id, is_rate_limited, echo_may_match, dir_active);
@@ -25,6 +24,13 @@
  * Included by rttscope.c after the general path's helpers. */
 #ifndef RTTSCOPE_FASTPATH_H
 #define RTTSCOPE_FASTPATH_H
+
+/* The TCP header's flags byte and its bits (RFC 9293, 3.1). */
+#define TCP_FLAGS_BYTE	 13
+#define TCP_FLAG_BIT_FIN 0x01
+#define TCP_FLAG_BIT_SYN 0x02
+#define TCP_FLAG_BIT_RST 0x04
+#define TCP_FLAG_BIT_ACK 0x10
 
 /* What the fast path reads of a segment. */
 struct fast_seg {
@@ -49,21 +55,19 @@ static __always_inline bool fast_path_on(void)
 	       !cfg_track_dns;
 }
 
-/* Parses an IPv4 TCP segment with the usual timestamp option and none of
- * SYN, FIN, RST; false for anything else. The checks are parse_ipv4's and
- * parse_tcp_identifier's for such a segment. */
-static __always_inline bool fast_parse(struct parsing_context *pctx,
+/* Parses an IPv4 TCP segment (its IP header at l3, after parse_l2) with
+ * the usual timestamp option and none of SYN, FIN, RST; false for
+ * anything else. The checks are parse_ipv4's and parse_tcp_identifier's
+ * for such a segment. */
+static __always_inline bool fast_parse(struct parsing_context *pctx, void *l3,
 				       struct fast_seg *f)
 {
-	void *pos = pctx->data;
+	struct iphdr *iph = l3;
 	struct tcp_ts_opt ts;
 	struct tcphdr *tcph;
-	struct iphdr *iph;
 	__u32 iphlen, hdrlen;
+	__u8 flags;
 
-	if (parse_l2(pctx, &pos) != ETH_P_IP)
-		return false;
-	iph = pos;
 	if ((void *)(iph + 1) > pctx->data_end)
 		return false;
 	if (iph->version != 4 || iph->protocol != IPPROTO_TCP ||
@@ -72,10 +76,12 @@ static __always_inline bool fast_parse(struct parsing_context *pctx,
 	iphlen = iph->ihl * 4;
 	if (iphlen < sizeof(*iph))
 		return false;
-	tcph = pos + iphlen;
+	tcph = l3 + iphlen;
 	if ((void *)(tcph + 1) > pctx->data_end)
 		return false;
-	if (tcph->syn || tcph->fin || tcph->rst)
+	/* The flags byte read once (the bitfields would be three loads). */
+	flags = ((__u8 *)tcph)[TCP_FLAGS_BYTE];
+	if (flags & (TCP_FLAG_BIT_FIN | TCP_FLAG_BIT_SYN | TCP_FLAG_BIT_RST))
 		return false;
 	hdrlen = tcph->doff * 4;
 	if (tcp_ts_first(tcph, hdrlen, pctx->data_end, &ts))
@@ -85,7 +91,7 @@ static __always_inline bool fast_parse(struct parsing_context *pctx,
 	if (f->l3_len < iphlen + hdrlen)
 		return false;
 	f->payload = f->l3_len - iphlen - hdrlen;
-	f->l2_len = pos - pctx->data;
+	f->l2_len = l3 - pctx->data;
 	f->saddr = iph->saddr;
 	f->daddr = iph->daddr;
 	f->tos = iph->tos;
@@ -93,38 +99,50 @@ static __always_inline bool fast_parse(struct parsing_context *pctx,
 	f->dport = tcph->dest;
 	f->tsval = ts.tsval;
 	f->tsecr = ts.tsecr;
-	f->ack = tcph->ack;
+	f->ack = flags & TCP_FLAG_BIT_ACK;
 	return true;
 }
 
-static __always_inline void fast_endpoint(struct flow_address *e, __be32 addr,
-					  __be16 port)
-{
-	map_ipv4(&e->ip, addr);
-	e->port = port;
-	e->reserved = 0;
-}
-
-/* Writes the flow key canonical_tuple() makes of the segment's tuple and
- * returns the sender's side; SIDE_SELF for a flow to itself, which the
+/* The words of the flow key (struct tuple_words) that canonical_tuple()
+ * makes of the segment's tuple, built from its fields: each address
+ * v4-mapped (::ffff:a.b.c.d, map_ipv4), ports and addresses as they lie
+ * in the packet, proto IPPROTO_TCP, ipv AF_INET, the reserved fields 0.
+ * Returns the sender's side; SIDE_SELF for a flow to itself, which the
  * fast path leaves to the general path. The v4-mapped addresses differ in
  * their last word only, so endpoint_lt() is that word, then the port. */
 static __always_inline __u32 fast_key(const struct fast_seg *f,
-				      struct network_tuple *key)
+				      struct tuple_words *tw)
 {
 	__u32 s = bpf_ntohl(f->saddr), d = bpf_ntohl(f->daddr);
 	__u16 sp = bpf_ntohs(f->sport), dp = bpf_ntohs(f->dport);
 	bool rev = d < s || (d == s && dp < sp);
+	__u64 mapped = (__u32)bpf_htonl(0xffff); /* bytes 8-11 of an address */
 
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "fast_key() builds the words of a little-endian target (bpfel)"
+#endif
+	_Static_assert(
+		__builtin_offsetof(struct network_tuple, saddr.port) == 16 &&
+			__builtin_offsetof(struct network_tuple, daddr.ip) ==
+				20 &&
+			__builtin_offsetof(struct network_tuple, daddr.port) ==
+				36 &&
+			__builtin_offsetof(struct network_tuple, proto) == 40 &&
+			__builtin_offsetof(struct network_tuple, ipv) == 42,
+		"the words fast_key() builds");
 	if (s == d && sp == dp)
 		return SIDE_SELF;
-	fast_endpoint(&key->saddr, rev ? f->daddr : f->saddr,
-		      rev ? f->dport : f->sport);
-	fast_endpoint(&key->daddr, rev ? f->saddr : f->daddr,
-		      rev ? f->sport : f->dport);
-	key->proto = IPPROTO_TCP;
-	key->ipv = AF_INET;
-	key->reserved = 0;
+	/* bytes 0-7: saddr's zeros; 8-15: ::ffff and saddr's address;
+	 * 16-23: its port, reserved, daddr's first zeros; 24-31: daddr's
+	 * zeros and ::ffff; 32-39: its address and port; 40-43: proto,
+	 * ipv, reserved. */
+	tw->w[0] = 0;
+	tw->w[1] = mapped | (__u64)(rev ? f->daddr : f->saddr) << 32;
+	tw->w[2] = rev ? f->dport : f->sport;
+	tw->w[3] = mapped << 32;
+	tw->w[4] = (rev ? f->saddr : f->daddr) |
+		   (__u64)(rev ? f->sport : f->dport) << 32;
+	tw->last = IPPROTO_TCP | AF_INET << 16;
 	return rev ? 1 : 0;
 }
 
@@ -145,10 +163,11 @@ static __always_inline bool fast_agg_slots(const struct flow_dir_state *snd,
 /* handle_packet()'s work for the common segment (see the top of this
  * file): true when it took the packet, false, with nothing written, when
  * the general path must. now is handle_packet's (0 live: the clock is read
- * when needed). */
-static __always_inline bool fast_path(struct parsing_context *pctx, __u64 now,
-				      struct network_tuple *key)
+ * when needed); l3 is the IPv4 header. */
+static __always_inline bool fast_path(struct parsing_context *pctx, void *l3,
+				      __u64 now)
 {
+	struct tuple_words key;
 	struct agg_slot *src = NULL, *dst = NULL;
 	struct flow_dir_state *snd, *orig;
 	bool pid_valid, stamp = false, newest_echo = false;
@@ -158,12 +177,12 @@ static __always_inline bool fast_path(struct parsing_context *pctx, __u64 now,
 	__u64 time = now;
 	__u32 side;
 
-	if (!fast_parse(pctx, &f))
+	if (!fast_parse(pctx, l3, &f))
 		return false;
-	side = fast_key(&f, key);
+	side = fast_key(&f, &key);
 	if (side == SIDE_SELF)
 		return false;
-	slot = flow_lookup(key);
+	slot = flow_lookup_words(&key);
 	if (!slot)
 		return false; /* get_flow() may create it */
 	snd = &slot->state.dir[side];

@@ -77,24 +77,50 @@ struct flow_ref {
  * load's random seed, so that which tuples share a bucket differs from one
  * load to the next and cannot be aimed at (not a cryptographic hash). The
  * low half picks the bucket (multiply-shift: any bucket count), the high
- * half is the tag. */
-static __always_inline void flow_locate(const struct network_tuple *key,
-					struct flow_ref *ref)
+ * half is the tag. Two entries: a key in memory (flow_locate) and the
+ * words of one in registers (flow_locate_words, the fast path's), whose
+ * loads the general path does not pay: copied out of memory they would be
+ * kept on the stack across the bucket's lookups, and the batched replay's
+ * call chain has no room for that on 6.1 (replay_last). */
+static __always_inline __u64 flow_hash_step(__u64 h, __u64 word)
 {
-	const __u32 *w = (const __u32 *)key;
-	__u64 h = cfg_flow_seed;
-	int i;
+	return (h ^ word) * 0x9e3779b97f4a7c15ULL;
+}
 
-	_Static_assert(sizeof(*key) == 44, "network_tuple is 11 words");
-#pragma unroll
-	for (i = 0; i < 10; i += 2)
-		h = (h ^ (w[i] | (__u64)w[i + 1] << 32)) *
-		    0x9e3779b97f4a7c15ULL;
-	h = (h ^ w[10]) * 0xbf58476d1ce4e5b9ULL;
+static __always_inline void flow_hash_end(__u64 h, __u32 last,
+					  struct flow_ref *ref)
+{
+	h = (h ^ last) * 0xbf58476d1ce4e5b9ULL;
 	h ^= h >> 29;
 	ref->base =
 		(__u32)(((__u64)(__u32)h * cfg_flow_buckets) >> 32) * FLOW_WAYS;
 	ref->tag = (__u32)(h >> 32) | 2;
+}
+
+/* key must be 8-byte aligned (TUPLE_ALIGNED, or a map value's). */
+static __always_inline void flow_locate(const struct network_tuple *key,
+					struct flow_ref *ref)
+{
+	const tuple_word64 *x = (const tuple_word64 *)key;
+	__u64 h = cfg_flow_seed;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < 5; i++)
+		h = flow_hash_step(h, x[i]);
+	flow_hash_end(h, ((const tuple_word32 *)key)[10], ref);
+}
+
+static __always_inline void flow_locate_words(const struct tuple_words *tw,
+					      struct flow_ref *ref)
+{
+	__u64 h = cfg_flow_seed;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < 5; i++)
+		h = flow_hash_step(h, tw->w[i]);
+	flow_hash_end(h, tw->last, ref);
 }
 
 static __always_inline struct flow_slot *flow_slot_at(__u32 i)
@@ -102,7 +128,19 @@ static __always_inline struct flow_slot *flow_slot_at(__u32 i)
 	return bpf_map_lookup_elem(&flow_map, &i);
 }
 
-/* The slot of the flow with this key, NULL if there is none. */
+/* Way w of ref's bucket, when it holds a flow with ref's tag. */
+static __always_inline struct flow_slot *flow_way(const struct flow_ref *ref,
+						  int w)
+{
+	struct flow_slot *s = flow_slot_at(ref->base + w);
+
+	if (s && READ_ONCE(s->tag) == ref->tag)
+		return s;
+	return NULL;
+}
+
+/* The slot of the flow with this key (8-byte aligned), NULL if there is
+ * none. */
 static __always_inline struct flow_slot *
 flow_lookup(const struct network_tuple *key)
 {
@@ -113,9 +151,26 @@ flow_lookup(const struct network_tuple *key)
 	flow_locate(key, &ref);
 #pragma unroll
 	for (w = 0; w < FLOW_WAYS; w++) {
-		s = flow_slot_at(ref.base + w);
-		if (s && READ_ONCE(s->tag) == ref.tag &&
-		    tuple_equal(&s->key, key))
+		s = flow_way(&ref, w);
+		if (s && tuple_equal(&s->key, key))
+			return s;
+	}
+	return NULL;
+}
+
+/* flow_lookup() of the key that tw holds. */
+static __always_inline struct flow_slot *
+flow_lookup_words(const struct tuple_words *tw)
+{
+	struct flow_slot *s;
+	struct flow_ref ref;
+	int w;
+
+	flow_locate_words(tw, &ref);
+#pragma unroll
+	for (w = 0; w < FLOW_WAYS; w++) {
+		s = flow_way(&ref, w);
+		if (s && tuple_is(&s->key, tw))
 			return s;
 	}
 	return NULL;

@@ -20,18 +20,16 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Parses a packet down to its RTT identifiers. Returns -1 when the packet
- * is not one rttscope tracks. */
+/* Parses a packet down to its RTT identifiers, from its L3 header at l3
+ * (parse_l2's EtherType proto). Returns -1 when the packet is not one
+ * rttscope tracks. */
 static __always_inline int parse_packet(struct parsing_context *pctx,
+					__u16 proto, void *l3,
 					struct packet_info *p)
 {
-	void *pos = pctx->data;
-	void *l3;
-	__u16 proto;
+	void *pos = l3;
 	int l4proto;
 
-	proto = parse_l2(pctx, &pos);
-	l3 = pos;
 	if (proto == ETH_P_IP)
 		l4proto = parse_ipv4(pctx, &pos, p);
 	else if (proto == ETH_P_IPV6)
@@ -650,14 +648,18 @@ static __always_inline void handle_packet(void *ctx,
 	__u32 side, self;
 	int ret;
 
+	void *l3 = pctx->data;
+	__u16 proto;
+
 	count(COUNTER_PACKETS);
-	if (fast_path_on() && fast_path(pctx, now, &key))
+	proto = parse_l2(pctx, &l3);
+	if (fast_path_on() && proto == ETH_P_IP && fast_path(pctx, l3, now))
 		return;
 
 	p.time = now;
 	p.is_egress = is_egress;
 	p.ifindex = pctx->ifindex;
-	ret = parse_packet(pctx, &p);
+	ret = parse_packet(pctx, proto, l3, &p);
 	/* Tracked packets are counted once their flow is known. */
 	if (cfg_aggregate && cfg_steps >= STEP_EVENTS && ret < 0)
 		agg_count(&p, frame_len(ctx, pctx));

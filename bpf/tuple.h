@@ -68,6 +68,30 @@ static __always_inline bool tuple_equal(const struct network_tuple *a,
 	return diff == 0;
 }
 
+/* A tuple as the flow table's hash and key compare read it: its first 40
+ * bytes as five 64-bit words as they lie in memory, and its last 32-bit
+ * word. The fast path builds them from a packet's fields alone (fast_key
+ * in fastpath.h), and the compiler keeps them in registers. */
+struct tuple_words {
+	__u64 w[5];
+	__u32 last;
+};
+
+/* tuple_equal() of t and the tuple tw holds. */
+static __always_inline bool tuple_is(const struct network_tuple *t,
+				     const struct tuple_words *tw)
+{
+	const tuple_word64 *x = (const tuple_word64 *)t;
+	__u64 diff = 0;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < 5; i++)
+		diff |= x[i] ^ tw->w[i];
+	diff |= ((const tuple_word32 *)t)[10] ^ tw->last;
+	return diff == 0;
+}
+
 /* Orders two endpoints so that both directions of a flow share one key in
  * the flow map. Returns true when a sorts before b. */
 static __always_inline bool endpoint_lt(const struct flow_address *a,

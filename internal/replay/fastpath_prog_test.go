@@ -85,7 +85,7 @@ func TestFastPathSameOutput(t *testing.T) {
 				t.Fatalf("the general path reported no RTT: nothing compared\n%s", out[1])
 			}
 			if out[0] != out[1] {
-				t.Errorf("records differ with the fast path:\n%s\nwithout:\n%s", out[0], out[1])
+				t.Errorf("records differ with the fast path (-) and without (+):\n%s", lineDiff(out[0], out[1]))
 			}
 			t.Logf("%d of %d packets took the fast path", fast[0], len(frames))
 		})
@@ -118,6 +118,30 @@ func withoutFastPathCount(t *testing.T, out string) (string, uint64) {
 	return strings.Join(lines, "\n"), n
 }
 
+// lineDiff lists the lines of a that b lacks (-) and of b that a lacks
+// (+), at most 20 of each.
+func lineDiff(a, b string) string {
+	count := map[string]int{}
+	for _, l := range strings.Split(a, "\n") {
+		count[l]++
+	}
+	for _, l := range strings.Split(b, "\n") {
+		count[l]--
+	}
+	var minus, plus []string
+	for l, n := range count {
+		for ; n > 0 && len(minus) < 20; n-- {
+			minus = append(minus, "- "+l)
+		}
+		for ; n < 0 && len(plus) < 20; n++ {
+			plus = append(plus, "+ "+l)
+		}
+	}
+	slices.Sort(minus)
+	slices.Sort(plus)
+	return strings.Join(append(minus, plus...), "\n")
+}
+
 // fastPathMix is the test's capture: 40 TCP flows over about 3 s of
 // capture time, each a random exchange of data and ACKs with the echoes a
 // real path gives (the peer's newest TSval one one-way delay ago), and
@@ -126,12 +150,7 @@ func withoutFastPathCount(t *testing.T, out string) (string, uint64) {
 func fastPathMix(r *rand.Rand) []capture.TimedFrame {
 	const start = int64(1_760_000_000_000_000_000)
 	const ms = int64(time.Millisecond)
-	type pkt struct {
-		at  int64
-		p   pktcraft.Packet
-		out bool
-	}
-	var pkts []pkt
+	var pkts []timedPacket
 	server4 := netip.MustParseAddr("198.51.100.7")
 	server6 := netip.MustParseAddr("2001:db8:2::7")
 	for f := range 40 {
@@ -204,7 +223,7 @@ func fastPathMix(r *rand.Rand) []capture.TimedFrame {
 				p.IPv4Options = nil
 			}
 			hist[side] = append(hist[side], sent{at, t.TSval})
-			pkts = append(pkts, pkt{at, p, side == 0})
+			pkts = append(pkts, timedPacket{at, p, side == 0})
 		}
 		at := t0
 		if f%3 == 0 { // a handshake; the others are picked up mid-stream
@@ -238,17 +257,70 @@ func fastPathMix(r *rand.Rand) []capture.TimedFrame {
 			send(0, at+2*ms+5*owd, pktcraft.TCP{ACK: true})
 		}
 	}
-	slices.SortStableFunc(pkts, func(a, b pkt) int { return int(a.at - b.at) })
-	out := make([]capture.TimedFrame, len(pkts))
-	last := int64(0)
-	for i, p := range pkts {
-		at := max(p.at, last+1) // distinct times: one order of the records
-		last = at
-		dir := capture.DirInbound
-		if p.out {
-			dir = capture.DirOutbound
-		}
-		out[i] = capture.TimedFrame{Timestamp: at, Data: p.p.MustBytes(), Direction: dir}
+	return timedFrames(pkts)
+}
+
+// TestFastPathTakesSteadyFlows: in mid-stream IPv4 TCP flows (either end's
+// address and port the lower, VLAN-tagged, with IP options) nearly every
+// segment takes the fast path at the monitor's defaults: all but each
+// flow's first packets, its timestamped segments (one per direction and
+// rate-limit interval) and the ACKs that match them.
+func TestFastPathTakesSteadyFlows(t *testing.T) {
+	testutil.RequireRoot(t)
+	const start = int64(1_770_000_000_000_000_000)
+	const ms = int64(time.Millisecond)
+	flows := []struct {
+		cli, srv     string
+		cport, sport uint16
+		vlan         bool
+		ipOpts       bool
+	}{
+		{"10.0.3.1", "198.51.100.9", 40000, 443, false, false},
+		{"10.0.3.2", "198.51.100.9", 80, 40001, false, false},
+		{"203.0.113.5", "10.0.3.3", 40002, 443, false, false},
+		{"203.0.113.6", "10.0.3.4", 22, 40003, true, false},
+		{"10.0.3.5", "10.0.3.5", 40004, 40005, false, true},
 	}
-	return out
+	var pkts []timedPacket
+	for f, fl := range flows {
+		cli, srv := netip.MustParseAddr(fl.cli), netip.MustParseAddr(fl.srv)
+		var vlans []uint16
+		if fl.vlan {
+			vlans = []uint16{7}
+		}
+		var opts []byte
+		if fl.ipOpts {
+			opts = pktcraft.IPv4OptRouterAlert()
+		}
+		for k := range 200 {
+			at := start + int64(f)*ms/3 + int64(k)*2*ms
+			tsv := 5000 + uint32(k*2)
+			data := pktcraft.Packet{Src: cli, Dst: srv, VLANs: vlans, IPv4Options: opts, TCP: &pktcraft.TCP{
+				SrcPort: fl.cport, DstPort: fl.sport, ACK: true, Seq: uint32(k * 1000), TSval: tsv, TSecr: 900 + uint32(k), Payload: make([]byte, 1000)}}
+			pkts = append(pkts, timedPacket{at, data, true})
+			if k%2 == 1 {
+				ack := pktcraft.Packet{Src: srv, Dst: cli, VLANs: vlans, IPv4Options: opts, TCP: &pktcraft.TCP{
+					SrcPort: fl.sport, DstPort: fl.cport, ACK: true, Ack: uint32(k*1000 + 1000), TSval: 901 + uint32(k), TSecr: tsv}}
+				pkts = append(pkts, timedPacket{at + 5*ms, ack, false})
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "steady.pcapng")
+	if err := capture.WritePcapng(path, []uint16{capture.LinkTypeEthernet}, timedFrames(pkts)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := loader.DefaultConfig()
+	cfg.FlowMapSize, cfg.TimestampMapSize = 4096, 8192
+	b, _, err := replayFile(t, path, "jsonl", replay.Options{BPF: cfg, Workers: 1, Stats: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, fast := withoutFastPathCount(t, string(b))
+	if samples := strings.Count(out, `"rtt":`); samples < 3*len(flows) {
+		t.Errorf("%d samples from %d flows, want a few per flow:\n%s", samples, len(flows), out)
+	}
+	if fast < uint64(len(pkts))*9/10 {
+		t.Errorf("%d of %d packets took the fast path, want at least 90 %%", fast, len(pkts))
+	}
+	t.Logf("%d of %d packets took the fast path", fast, len(pkts))
 }

@@ -5,6 +5,7 @@ package replay_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -166,12 +167,7 @@ func TestRunCleanupInterval(t *testing.T) {
 // early and time out in the middle of the capture.
 func multiFlow(t testing.TB) []capture.TimedFrame {
 	const start = int64(1_750_000_000_000_000_000)
-	type ev struct {
-		at  int64
-		pkt pktcraft.Packet
-		out bool
-	}
-	var evs []ev
+	var evs []timedPacket
 	for f := range 40 {
 		rtt := int64(3+f) * int64(time.Millisecond)
 		period := int64(5+f%7) * int64(time.Millisecond)
@@ -190,26 +186,29 @@ func multiFlow(t testing.TB) []capture.TimedFrame {
 			if f%4 == 3 {
 				req := pktcraft.Packet{Src: cli, Dst: srv, ICMPEcho: &pktcraft.ICMPEcho{ID: uint16(f), Seq: uint16(k)}}
 				rep := pktcraft.Packet{Src: srv, Dst: cli, ICMPEcho: &pktcraft.ICMPEcho{Reply: true, ID: uint16(f), Seq: uint16(k)}}
-				evs = append(evs, ev{at, req, true}, ev{at + rtt, rep, false})
+				evs = append(evs, timedPacket{at, req, true}, timedPacket{at + rtt, rep, false})
 				continue
 			}
 			tsv := uint32(at/int64(time.Millisecond)) + uint32(f)*1000
 			data := pktcraft.Packet{Src: cli, Dst: srv, TCP: &pktcraft.TCP{SrcPort: uint16(30000 + f), DstPort: 443, ACK: true, PSH: true, Seq: uint32(k * 100), TSval: tsv, TSecr: tsv - 7, Payload: make([]byte, 100)}}
 			ack := pktcraft.Packet{Src: srv, Dst: cli, TCP: &pktcraft.TCP{SrcPort: 443, DstPort: uint16(30000 + f), ACK: true, Ack: uint32(k*100 + 100), TSval: tsv - 7 + uint32(k), TSecr: tsv}}
-			evs = append(evs, ev{at, data, true}, ev{at + rtt, ack, false})
+			evs = append(evs, timedPacket{at, data, true}, timedPacket{at + rtt, ack, false})
 		}
 	}
-	// Distinct times: order by time, then nudge equal ones apart.
-	sortEvs := func(a, b ev) int {
-		switch {
-		case a.at < b.at:
-			return -1
-		case a.at > b.at:
-			return 1
-		}
-		return 0
-	}
-	slices.SortStableFunc(evs, sortEvs)
+	return timedFrames(evs)
+}
+
+// timedPacket is a packet of a test capture at its time, out for egress.
+type timedPacket struct {
+	at  int64
+	pkt pktcraft.Packet
+	out bool
+}
+
+// timedFrames orders packets by time and gives equal times distinct ones
+// (one order of the records), with their directions.
+func timedFrames(evs []timedPacket) []capture.TimedFrame {
+	slices.SortStableFunc(evs, func(a, b timedPacket) int { return cmp.Compare(a.at, b.at) })
 	out := make([]capture.TimedFrame, len(evs))
 	last := int64(0)
 	for i, e := range evs {
