@@ -14,12 +14,13 @@
  * for on every packet (docs/performance.md, Round 12).
  *
  * The contract: fast_path() decides from reads only whether the packet is
- * such a segment. If it is not, it writes nothing and returns false, and the general path takes
- * the packet from the start. If it is, it makes exactly the general path's
- * writes for it and returns true. Every decision is the general path's
- * own helper (is_new_id, is_rate_limited, echo_may_match, dir_active);
- * the replay tests run every scenario with the fast path on and off and
- * compare every record (internal/replay, TestFastPathSameOutput).
+ * such a segment. If it is not, it writes nothing and returns false, and
+ * the general path takes the packet from the start. If it is, it makes
+ * exactly the general path's writes for it and returns true. Every
+ * decision is the general path's own helper (is_new_id, is_rate_limited,
+ * echo_may_match, dir_active, agg_ref_slot); the replay tests run a mix of
+ * flows in eight configurations with the fast path on and off and compare
+ * every record (internal/replay, TestFastPathSameOutput).
  *
  * Included by rttscope.c after the general path's helpers. */
 #ifndef RTTSCOPE_FASTPATH_H
