@@ -636,9 +636,12 @@ static __always_inline __u32 frame_len(void *ctx, struct parsing_context *pctx)
 
 #include "fastpath.h"
 
-static __always_inline void handle_packet(void *ctx,
-					  struct parsing_context *pctx,
-					  bool is_egress, __u64 now)
+/* The general path: every packet the fast path did not take, from its
+ * L3 header at l3 (parse_l2's EtherType proto). */
+static __always_inline void handle_general(void *ctx,
+					   struct parsing_context *pctx,
+					   bool is_egress, __u64 now,
+					   __u16 proto, void *l3)
 {
 	struct packet_info p = {};
 	struct network_tuple key TUPLE_ALIGNED;
@@ -647,14 +650,6 @@ static __always_inline void handle_packet(void *ctx,
 	struct flow_state *fs;
 	__u32 side, self;
 	int ret;
-
-	void *l3 = pctx->data;
-	__u16 proto;
-
-	count(COUNTER_PACKETS);
-	proto = parse_l2(pctx, &l3);
-	if (fast_path_on() && proto == ETH_P_IP && fast_path(pctx, l3, now))
-		return;
 
 	p.time = now;
 	p.is_egress = is_egress;
@@ -713,6 +708,26 @@ static __always_inline void handle_packet(void *ctx,
 		close_flow(&p, &key, slot, snd, orig);
 }
 
+/* One packet: the fast path (fastpath.h) when fast and it takes it, else
+ * the general path. The batched replay runs without it (fast false): its
+ * call chain is at 6.1's 512-byte stack limit (replay_last), and the
+ * fast path's spills would take it over; the live programs and the
+ * one-packet replay have it. */
+static __always_inline void handle_packet(void *ctx,
+					  struct parsing_context *pctx,
+					  bool is_egress, __u64 now, bool fast)
+{
+	void *l3 = pctx->data;
+	__u16 proto;
+
+	count(COUNTER_PACKETS);
+	proto = parse_l2(pctx, &l3);
+	if (fast && fast_path_on() && proto == ETH_P_IP &&
+	    fast_path(pctx, l3, now))
+		return;
+	handle_general(ctx, pctx, is_egress, now, proto, l3);
+}
+
 static __always_inline bool is_l3_iface(__u32 ifindex)
 {
 	return bpf_map_lookup_elem(&l3_ifaces, &ifindex) != NULL;
@@ -736,7 +751,7 @@ static __always_inline void handle_tc(struct __sk_buff *skb, bool is_egress)
 		now = skb->tstamp;
 		replay_now = now;
 	}
-	handle_packet(skb, &pctx, is_egress, now);
+	handle_packet(skb, &pctx, is_egress, now, true);
 }
 
 SEC("tc")
@@ -780,7 +795,8 @@ int rttscope_xdp_ingress(struct xdp_md *ctx)
 	/* Live the clock is read when needed (packet_time); the BPF unit
 	 * tests also run this program with the replay objects, where it
 	 * keeps taking its time from the clock. */
-	handle_packet(ctx, &pctx, false, cfg_replay ? bpf_ktime_get_ns() : 0);
+	handle_packet(ctx, &pctx, false, cfg_replay ? bpf_ktime_get_ns() : 0,
+		      true);
 	return XDP_PASS;
 }
 
@@ -809,7 +825,7 @@ int rttscope_xdp_replay(struct xdp_md *ctx)
 	if (!cfg_replay || (void *)(m + 1) > pctx.data)
 		return XDP_PASS;
 	replay_now = m->tstamp;
-	handle_packet(ctx, &pctx, m->egress != 0, m->tstamp);
+	handle_packet(ctx, &pctx, m->egress != 0, m->tstamp, true);
 	return XDP_PASS;
 }
 
@@ -869,7 +885,7 @@ __noinline int replay_last(struct xdp_md *ctx)
 	pctx.data = (void *)(long)ctx->data;
 	pctx.data_end = (void *)(long)ctx->data_end;
 	replay_now = tstamp;
-	handle_packet(ctx, &pctx, egress, tstamp);
+	handle_packet(ctx, &pctx, egress, tstamp, false);
 
 	if (bpf_xdp_adjust_head(ctx, -(int)off) ||
 	    bpf_xdp_adjust_tail(ctx, -(int)len))

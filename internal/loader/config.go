@@ -82,7 +82,8 @@ type Config struct {
 	// Steps, for benchmarks only, runs the data path up to and including
 	// one step (StepParse ... StepCounters) and prunes the rest, to
 	// measure what each step costs (rttscope bench --only steps). The
-	// zero value is the whole program.
+	// zero value is the whole program, the only one with the fast path
+	// (bpf/fastpath.h): the cuts run the general path.
 	Steps Step
 }
 

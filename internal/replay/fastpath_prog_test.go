@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rttscope/rttscope/internal/capture"
+	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pktcraft"
 	"github.com/rttscope/rttscope/internal/replay"
@@ -26,9 +27,12 @@ import (
 // and data after them, a flow to itself) is replayed in several
 // configurations with the fast path on and off: every record, the stats
 // record's counters included, must be the same but for the fast path's
-// own counter, which must be above zero with it and zero without.
+// own counter, which must be above zero with it and zero without. The
+// replay runs the tc programs, the live ones (the batched XDP replay has
+// no fast path: bpf/rttscope.c, handle_packet).
 func TestFastPathSameOutput(t *testing.T) {
 	testutil.RequireRoot(t)
+	t.Setenv(kernel.DisableEnv, "xdp_test_run_meta")
 	frames := fastPathMix(rand.New(rand.NewPCG(15, 2026)))
 	path := filepath.Join(t.TempDir(), "mix.pcapng")
 	if err := capture.WritePcapng(path, []uint16{capture.LinkTypeEthernet}, frames); err != nil {
@@ -77,6 +81,9 @@ func TestFastPathSameOutput(t *testing.T) {
 					t.Fatalf("general path only %v: %v", general, err)
 				}
 				out[i], fast[i] = withoutFastPathCount(t, string(b))
+				if !strings.Contains(out[i], "replay=tc") {
+					t.Fatalf("the replay did not run the tc programs:\n%s", out[i])
+				}
 			}
 			if fast[0] == 0 || fast[1] != 0 {
 				t.Errorf("fast_path_packets: %d with the fast path, %d without (want > 0 and 0)", fast[0], fast[1])
@@ -264,9 +271,11 @@ func fastPathMix(r *rand.Rand) []capture.TimedFrame {
 // address and port the lower, VLAN-tagged, with IP options) nearly every
 // segment takes the fast path at the monitor's defaults: all but each
 // flow's first packets, its timestamped segments (one per direction and
-// rate-limit interval) and the ACKs that match them.
+// rate-limit interval) and the ACKs that match them. On the tc programs,
+// as TestFastPathSameOutput.
 func TestFastPathTakesSteadyFlows(t *testing.T) {
 	testutil.RequireRoot(t)
+	t.Setenv(kernel.DisableEnv, "xdp_test_run_meta")
 	const start = int64(1_770_000_000_000_000_000)
 	const ms = int64(time.Millisecond)
 	flows := []struct {
