@@ -11,7 +11,9 @@
 #include "events.h"
 
 enum counter {
-	COUNTER_PACKETS, /* packets the programs looked at */
+	/* packets the general path looked at; the stats record's packets
+	 * adds COUNTER_FAST_PATH's, so that a packet bumps one counter */
+	COUNTER_PACKETS,
 	COUNTER_RTT_EVENTS, /* events sent to user space */
 	COUNTER_FLOW_EVENTS,
 	COUNTER_RINGBUF_FULL, /* events dropped: no room in the ring buffer */
@@ -49,8 +51,7 @@ enum counter {
 	COUNTER_QUIC_SPIN_REJECTED,
 	/* QUIC flow directions whose spin bit looked random: no samples */
 	COUNTER_QUIC_SPIN_RANDOM,
-	/* packets the fast path took whole (fastpath.h); the others took
-	 * the general path */
+	/* packets the fast path took whole (fastpath.h) */
 	COUNTER_FAST_PATH,
 	COUNTER_NR,
 };

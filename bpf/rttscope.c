@@ -322,7 +322,7 @@ static __always_inline bool is_rate_limited(__u64 now, struct flow_dir_state *d)
 	return now - d->last_timestamp < cfg_rate_limit_ns;
 }
 
-/* Whether the packet's identifier is newer than the direction's last one.
+/* Whether identifier id (of source) is newer than the direction's last one.
  * TCP timestamps and sequence numbers only grow (RFC 7323, 5.2; RFC 1982:
  * serial number arithmetic): an older TSval is a reordered or retransmitted
  * packet. An identifier of another source (the handshake before
@@ -337,12 +337,6 @@ static __always_inline bool is_new_id(__u32 id, __u8 source,
 	if (source == RTT_SOURCE_TCP_TS || source == RTT_SOURCE_TCP_SEQ)
 		return diff > 0 && diff < (1U << 31);
 	return diff != 0;
-}
-
-static __always_inline bool is_new_identifier(const struct packet_info *p,
-					      const struct flow_dir_state *d)
-{
-	return is_new_id(p->pid.identifier, p->pid.flow.reserved, d);
 }
 
 /* A TCP flow first seen after its handshake may have sent its first TSval
@@ -367,7 +361,7 @@ static __always_inline void timestamp_packet(void *ctx, struct packet_info *p,
 	/* Only the first packet carrying an identifier is timestamped: the
 	 * reply to later ones would echo the same value. */
 	if ((snd->ts_attempted || wait_first_edge(p)) &&
-	    !is_new_identifier(p, snd))
+	    !is_new_id(p->pid.identifier, p->pid.flow.reserved, snd))
 		return;
 	snd->last_id = p->pid.identifier;
 	snd->last_source = p->pid.flow.reserved;
@@ -651,6 +645,7 @@ static __always_inline void handle_general(void *ctx,
 	__u32 side, self;
 	int ret;
 
+	count(COUNTER_PACKETS);
 	p.time = now;
 	p.is_egress = is_egress;
 	p.ifindex = pctx->ifindex;
@@ -720,7 +715,6 @@ static __always_inline void handle_packet(void *ctx,
 	void *l3 = pctx->data;
 	__u16 proto;
 
-	count(COUNTER_PACKETS);
 	proto = parse_l2(pctx, &l3);
 	if (fast && fast_path_on() && proto == ETH_P_IP &&
 	    fast_path(pctx, l3, now))

@@ -74,6 +74,9 @@ func (s *Stats) SetCounters(c *Counters) {
 			*sc.Field(s) = c[sc.Kernel]
 		}
 	}
+	// The kernel counts a packet once: in packets on the general path,
+	// in fast_path_packets on the fast path (bpf/counters.h).
+	s.Packets += s.FastPathPackets
 	s.Flows = sub(s.FlowsCreated, s.FlowsDeleted)
 	s.Timestamps = sub(s.TimestampsCreated, s.TimestampsDeleted)
 }

@@ -313,7 +313,8 @@ type Stats struct {
 	QUICSpinRejected, QUICSpinRandom uint64
 	// FastPathPackets counts the packets the fast path took whole
 	// (bpf/fastpath.h: TCP segments of existing IPv4 flows that change
-	// only counters); Packets less it took the general path.
+	// only counters), which Packets includes; Packets less it took the
+	// general path.
 	FastPathPackets uint64
 	// Variant names the variant of each optional part in use, as
 	// "cleanup=iterator summaries=map-walk" (loader.Variant); empty in
