@@ -43,7 +43,11 @@ busy CPU time, BPF ns per packet (bpf_stats of every program on the
 interface, TCX, clsact or XDP, whoever attached it), both also net of
 bpf_stats' residual (the accounting's clock reads inside the reported run
 time, measured before every window: the *_net metrics, what the programs
-cost with the accounting off), samples reported per second, samples lost. Method, verdicts and files: docs/experiments.md.
+cost with the accounting off), busy CPU ns per packet (everything on the
+machine, the monitor included), samples reported per second, samples lost.
+--bpf-stats=false leaves the accounting off: no BPF figures, but the
+throughput and busy CPU per packet are then what monitoring costs in
+production. Method, verdicts and files: docs/experiments.md.
 The TCP sink and flows are separate programs the bench builds with go: run
 from the source tree.`
 
@@ -78,6 +82,7 @@ func newBenchMonitorCmd() *cobra.Command {
 	f.IntVar(&o.UDPPayload, "udp-payload", o.UDPPayload, "UDP payload bytes")
 	f.Uint64Var(&o.UDPPPS, "udp-pps", o.UDPPPS, "UDP datagrams per second (0 = as fast as the senders go)")
 	f.IntVar(&o.UDPSenders, "udp-senders", o.UDPSenders, "UDP sending sockets")
+	f.BoolVar(&o.BPFStats, "bpf-stats", o.BPFStats, "turn on the kernel's BPF run-time accounting for the run (the BPF ns and CPU share figures need it); false: leave it off (the run refuses to start while it is on) so the programs run as in production and throughput and busy_ns_per_packet give the monitors' cost there")
 	f.StringVar(&o.MonitorBinary, "monitor-bin", "", "rttscope binary to run as the monitor (default: this executable)")
 	f.StringVar(&o.CompareBinary, "compare-bin", "", "also run each mode with this rttscope binary (an earlier build) and report the monitor's figures (this executable's, or --monitor-bin's) as ratios to its")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

@@ -34,6 +34,7 @@ const (
 	MetricLostPerS     = "lost_per_s"         // samples it lost (ring buffer/map full, kernel drops) per second
 	MetricOutputBPS    = "output_bytes_per_s" // bytes the monitor wrote (capture file or stdout)
 	MetricToolCPUShare = "monitor_cpu_share"  // (BPF run time + the monitor's processes) / busy CPU time
+	MetricBusyNsPerPkt = "busy_ns_per_packet" // busy CPU time / packets through the interface: everything's cost per packet
 	// The same two less bpf_stats' residual per run (statsresidual.go):
 	// what the programs cost where the accounting is off.
 	MetricBPFNetNsPerPkt  = "bpf_net_ns_per_packet"
@@ -70,6 +71,13 @@ type MonitorOptions struct {
 	UDPPayload     int
 	UDPPPS         uint64
 	UDPSenders     int
+	// BPFStats turns the kernel's BPF run-time accounting on for the run
+	// (the BPF ns and CPU share figures need it). Off, every program runs
+	// as in production, without the accounting's clock reads, and the
+	// throughput and busy CPU per packet are what monitoring costs there;
+	// the run then refuses to start while the accounting is on anyway
+	// (kernel.bpf_stats_enabled, or a process holding BPF_ENABLE_STATS).
+	BPFStats bool
 	// MonitorBinary is the rttscope binary (default this executable).
 	MonitorBinary string
 	// CompareBinary, when set, is another rttscope build (an earlier
@@ -95,7 +103,7 @@ func DefaultMonitorOptions() MonitorOptions {
 	// starve on a CPU saturated by forwarding, which stretches every
 	// window and delays attaching.
 	return MonitorOptions{
-		Name: "monitor", Method: m, Flows: []int{1, 1000, 10000}, UDP: true, Modes: MonitorModes, Tcpdump: true, Empty: true,
+		Name: "monitor", Method: m, Flows: []int{1, 1000, 10000}, UDP: true, Modes: MonitorModes, Tcpdump: true, Empty: true, BPFStats: true,
 		WriteSize: 1448, UDPPayload: 64, UDPSenders: 1, ExternalStart: 3 * time.Second,
 	}
 }
@@ -173,7 +181,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 		defer cleanup()
 		lo.loadBins = bins
 	}
-	restore, method, err := telemetry.EnableBPFStatsOrSysctl()
+	statsNote, restore, err := monitorBPFStats(o.BPFStats)
 	if err != nil {
 		return nil, err
 	}
@@ -201,11 +209,12 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 		return nil, err
 	}
 	defer func() { _ = residual.Close() }() // a loaded program; nothing attached
-	// A first reading before any traffic, on a quiet machine.
-	if _, err := residual.measure(); err != nil {
+	ms := &monState{o: &o, lb: lb, capDir: capDir, residual: residual}
+	// A first reading before any traffic, on a quiet machine (or, with
+	// the accounting off, the check that it is).
+	if _, err := ms.statsBeforeWindow(); err != nil {
 		return nil, err
 	}
-	ms := &monState{o: &o, lb: lb, capDir: capDir, residual: residual}
 
 	st := &Study{
 		Group:  GroupMonitor,
@@ -215,6 +224,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			{MetricFwdMbit, "Mbit/s", "bytes the router sent toward the server per second (its server-facing interface)", true},
 			{MetricFwdPPS, "packets/s", "packets through the monitored interface per second, both ways", false},
 			{MetricBusyCores, "CPUs", "busy CPU time per second of the measured CPUs", false},
+			{MetricBusyNsPerPkt, "ns", "busy CPU time of the measured CPUs / packets through the monitored interface: the traffic's, the router's and the monitor's work per packet (with --bpf-stats=false the monitor's cost where the accounting is off)", true},
 			{MetricSoftirqCores, "CPUs", "softirq CPU time per second of the measured CPUs", false},
 			{MetricMonitorCores, "CPUs", "CPU time per second of the monitor's processes (their threads' run times from schedstat; utime+stime in clock ticks when a thread exited in the window)", true},
 			{MetricToolCPUShare, "share", "(BPF run time on the interface + the monitor's processes) / busy CPU time of the measured CPUs", true},
@@ -229,7 +239,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			"topology":  "lab with a direct path: client ─veth─ router (mb-cli | mb-srv0) ─veth─ server, kernel forwarding, every veth without GRO/TSO; the monitors watch mb-srv0",
 			"rttscope":  "rttscope monitor --netns ROUTER -i mb-srv0 --tc-mode tcx -F jsonl --stats-interval 1s -w FILE, plus: per-sample --rate-limit 0; sampled: defaults; aggregated: --aggregate 1s; flow-summary: --flow-summary --flow-summary-interval 1s",
 			"tcpdump":   "tcpdump -n -i mb-srv0 -w FILE (full packets), stopped with SIGINT",
-			"bpf_stats": "on for the whole run (via " + method + "); it adds its accounting to every program, alike in every configuration with BPF",
+			"bpf_stats": statsNote,
 			"traffic": fmt.Sprintf("TCP flows %v (writes of %d B, rate %s), UDP %v (%d B payload, %d sender(s))",
 				o.Flows, o.WriteSize, rateText(o.TCPRate*8), o.UDP, o.UDPPayload, o.UDPSenders),
 		},
@@ -472,7 +482,7 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 		return f
 	}
 	// Outside the window: its ~10 ms of test runs are not the monitor's.
-	residual, err := ms.residual.measure()
+	residual, err := ms.statsBeforeWindow()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -501,6 +511,9 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 		MetricFwdPPS:       pkts / sec,
 		MetricBusyCores:    w.CPUPinned.Busy,
 		MetricSoftirqCores: w.CPUPinned.Softirq,
+	}
+	if pkts > 0 {
+		v[MetricBusyNsPerPkt] = w.CPUPinned.Busy * 1e9 / (pkts / sec)
 	}
 	toolCores, monitored := 0.0, ms.tool != nil || len(ms.progs) > 0
 	if ms.tool != nil {
@@ -532,8 +545,9 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 		v[MetricOutputBPS] = float64(c.outBytes) / life
 	}
 	// The cost metrics: of a monitor (its processes and whatever programs
-	// it attached) or of programs alone (the empty configuration).
-	if monitored {
+	// it attached) or of programs alone (the empty configuration); the
+	// BPF part only where the accounting is on.
+	if monitored && ms.o.BPFStats {
 		if w.CPUPinned.Busy > 0 {
 			v[MetricToolCPUShare] = (float64(w.BPFNs)/1e9/fsec + toolCores) / w.CPUPinned.Busy
 		}
@@ -556,4 +570,36 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// monitorBPFStats sets up the BPF run-time accounting for a run: on (as
+// every bench phase has it) or, with on false, left off, so that the
+// programs run as in production (statsBeforeWindow checks that it stays
+// off). note says which for the report; restore puts back what was
+// changed.
+func monitorBPFStats(on bool) (note string, restore func() error, err error) {
+	if !on {
+		return "off (--bpf-stats=false): the programs run without the accounting, as in production; no BPF ns or CPU share figures: busy_ns_per_packet and the throughput carry the monitors' cost", func() error { return nil }, nil
+	}
+	restore, method, err := telemetry.EnableBPFStatsOrSysctl()
+	if err != nil {
+		return "", nil, err
+	}
+	return "on for the whole run (via " + method + "); it adds its accounting to every program, alike in every configuration with BPF", restore, nil
+}
+
+// statsBeforeWindow is bpf_stats' residual per run before a window, or,
+// with --bpf-stats=false, the check that the accounting is off.
+func (ms *monState) statsBeforeWindow() (float64, error) {
+	if ms.o.BPFStats {
+		return ms.residual.measure()
+	}
+	on, err := ms.residual.accounting()
+	if err != nil {
+		return 0, err
+	}
+	if on {
+		return 0, errors.New("--bpf-stats=false: the kernel accounts BPF run time (sysctl kernel.bpf_stats_enabled=1, or a process holding BPF_ENABLE_STATS such as `rttscope monitor --bpf-stats`); set the sysctl to 0 or stop that process, or drop --bpf-stats=false")
+	}
+	return 0, nil
 }

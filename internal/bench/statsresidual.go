@@ -109,3 +109,23 @@ func netCPUShare(runTimeNs, runCnt uint64, residual, seconds, toolCores, busyCor
 	}
 	return (net/1e9/seconds + toolCores) / busy, true
 }
+
+// accounting reports whether the kernel accounts BPF run time now: a test
+// run of the empty program moves its run count only then. The sysctl
+// kernel.bpf_stats_enabled cannot tell: it reads 1 only when it was
+// written, not while a process holds BPF_ENABLE_STATS.
+func (r *statsResidual) accounting() (bool, error) {
+	p := r.empty.EmptyTc
+	before, err := p.Stats()
+	if err != nil {
+		return false, fmt.Errorf("bpf_stats: %w", err)
+	}
+	if _, _, err := p.Benchmark(r.frame, 1, nil); err != nil {
+		return false, fmt.Errorf("bpf_stats: BPF_PROG_TEST_RUN: %w", err)
+	}
+	after, err := p.Stats()
+	if err != nil {
+		return false, fmt.Errorf("bpf_stats: %w", err)
+	}
+	return after.RunCount != before.RunCount, nil
+}

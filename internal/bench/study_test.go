@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rttscope/rttscope/internal/telemetry"
 	"github.com/rttscope/rttscope/internal/testutil"
 )
 
@@ -385,4 +386,69 @@ func TestAddAgainstEmpty(t *testing.T) {
 	if d.Config != "rttscope-aggregated" || d.Name != "packets_per_s_vs_empty" || math.Abs(d.Value-0.95) > 1e-9 || !(d.Low <= d.Value && d.Value <= d.High) || d.High >= 1 {
 		t.Errorf("derived %+v, want 0.95 with an interval around it, under 1", d)
 	}
+}
+
+// With --bpf-stats=false the programs run without the accounting: the
+// study reports throughput and busy CPU per packet, no BPF figures, and
+// refuses to run while something keeps the accounting on.
+func TestMonitorStudyStatsOff(t *testing.T) {
+	testutil.RequireRoot(t)
+	accounting := func() bool {
+		r, err := newStatsResidual()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		on, err := r.accounting()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return on
+	}
+	if accounting() {
+		t.Skip("the kernel accounts BPF run time already (kernel.bpf_stats_enabled=1 or another process holds BPF_ENABLE_STATS): a run without it cannot be made now")
+	}
+	nsBefore := namespaces("rttmon")
+	bin, cleanup, err := testutil.Build("github.com/rttscope/rttscope/cmd/rttscope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	o := DefaultMonitorOptions()
+	o.Method, o.Flows, o.Modes, o.MonitorBinary, o.Tcpdump, o.BPFStats = fastMethod(), nil, []string{ModeAggregated}, bin, false, false
+	o.Method.Warmup, o.Method.WarmupRounds, o.Method.Reps = 300*time.Millisecond, 0, 2
+	res, err := RunMonitor(context.Background(), o)
+	if err != nil && strings.Contains(err.Error(), "accounts BPF run time") {
+		t.Skipf("another process turned the accounting on during the run: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStudy(t, res, o.Method)
+	cas := res.Settings.Study.Cases[0]
+	for _, cfg := range []string{ProgNone, modeConfig(ModeAggregated), ProgEmpty} {
+		if s := res.Lookup(seriesID(GroupMonitor, cas, cfg, "", MetricBusyNsPerPkt)); s == nil || !(s.Summary.Min > 0) {
+			t.Errorf("%s: busy CPU per packet %+v, want > 0 in every window", cfg, s)
+		}
+		for _, m := range []string{MetricBPFNsPerPkt, MetricBPFNetNsPerPkt, MetricToolCPUShare, MetricToolCPUShareNet} {
+			if s := res.Lookup(seriesID(GroupMonitor, cas, cfg, "", m)); s != nil && s.Summary.N > 0 {
+				t.Errorf("%s: %s %v without the accounting", cfg, m, s.Values)
+			}
+		}
+	}
+	if !strings.HasPrefix(res.Settings.Study.Details["bpf_stats"], "off") {
+		t.Errorf("the report does not say the accounting was off: %q", res.Settings.Study.Details["bpf_stats"])
+	}
+	noNewNamespaces(t, "rttmon", nsBefore)
+
+	// A process holding BPF_ENABLE_STATS, which the sysctl does not show.
+	stats, err := telemetry.EnableBPFStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stats.Close()
+	if _, err := RunMonitor(context.Background(), o); err == nil || !strings.Contains(err.Error(), "accounts BPF run time") {
+		t.Errorf("a run with the accounting held on by a process: %v, want the refusal", err)
+	}
+	noNewNamespaces(t, "rttmon", nsBefore)
 }
