@@ -398,7 +398,7 @@ func TestMonitorStudyStatsOff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer r.Close()
+		defer func() { _ = r.Close() }() // a loaded program; nothing attached
 		on, err := r.accounting()
 		if err != nil {
 			t.Fatal(err)
@@ -446,7 +446,7 @@ func TestMonitorStudyStatsOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stats.Close()
+	defer func() { _ = stats.Close() }() // the accounting back off
 	if _, err := RunMonitor(context.Background(), o); err == nil || !strings.Contains(err.Error(), "accounts BPF run time") {
 		t.Errorf("a run with the accounting held on by a process: %v, want the refusal", err)
 	}
