@@ -41,12 +41,22 @@ enum epping_class {
 	EPP_CLASSES = 3,
 };
 
+/* One end's traffic in one direction. Two counts are left to user space,
+ * which derives them from the others (internal/loader/aggregate.go,
+ * addTraffic): the packets of ECN codepoint 0 (Not-ECT) are all packets
+ * less those of the other three, and ePPing's TCP_TS packets are TCP's
+ * less TCP_noTS's. So the common packet, a TCP segment with timestamps
+ * and no ECN, writes three counters here instead of five, and in the
+ * order below they lie within 80 bytes of its source's prefix slot (from
+ * agg_slot.filled on; 136 before), two or three cache lines rather than
+ * three or four: a live packet waits for every line it touches
+ * (docs/performance.md, Round 14). */
 struct traffic_counters {
 	__u64 pkts[PROTO_CLASSES];
 	__u64 bytes[PROTO_CLASSES]; /* IP header + payload */
-	__u64 ecn[4]; /* packets by ECN codepoint (tos & 3) */
-	__u64 epp_pkts[EPP_CLASSES];
 	__u64 epp_bytes[EPP_CLASSES]; /* from the link-layer header on */
+	__u64 epp_pkts[EPP_CLASSES]; /* [EPP_TCP_TS] stays 0 (above) */
+	__u64 ecn[4]; /* packets by ECN codepoint (tos & 3); [0] stays 0 */
 };
 
 /* ePPing's histogram: 250 linear bins of 4 ms, the last one open-ended. */
@@ -66,15 +76,25 @@ struct agg_stats {
 	__u32 source_count[RTT_SOURCES]; /* samples by enum rtt_source */
 };
 
+/* One IP protocol's packets in the global record; bytes from the
+ * link-layer header on. */
+struct agg_proto_counts {
+	__u64 pkts;
+	__u64 bytes;
+};
+
 /* ePPing's global counters, since the start: user space reports their
- * differences per interval. proto_* are indexed by IP protocol. */
+ * differences per interval. proto is indexed by IP protocol: a packet's
+ * two counts share a cache line. ecn[0] stays 0: user space derives the
+ * Not-ECT packets as all IP packets less the other codepoints' (as in
+ * struct traffic_counters). */
 struct agg_global {
-	__u64 proto_pkts[256];
-	__u64 proto_bytes[256]; /* from the link-layer header on */
+	__u64 ecn[4];
 	__u64 nonip_pkts;
 	__u64 nonip_bytes;
-	__u64 ecn[4];
 	__u64 slot_fills; /* this CPU's agg_slots fills (agg_slot.filled) */
+	__u64 reserved;
+	struct agg_proto_counts proto[256];
 };
 
 _Static_assert(sizeof(struct agg_key) == 20, "agg_key layout");
@@ -252,12 +272,18 @@ static __always_inline __u32 agg_absent_tag(__u32 epoch)
 	return (READ_ONCE(agg_gen) << 1) | (epoch & 1);
 }
 
+/* The slot index (agg_absent, agg_slots) of a prefix key whose four
+ * address words xor to words_xor. */
+static __always_inline __u32 agg_index_of(__u32 words_xor, __u8 prefix_len)
+{
+	return ((words_xor ^ prefix_len) * 0x9e3779b1U) >> 24;
+}
+
 static __always_inline __u32 agg_absent_index(const struct agg_key *k)
 {
 	const __u32 *w = k->prefix.in6_u.u6_addr32;
 
-	return ((w[0] ^ w[1] ^ w[2] ^ w[3] ^ k->prefix_len) * 0x9e3779b1U) >>
-	       24;
+	return agg_index_of(w[0] ^ w[1] ^ w[2] ^ w[3], k->prefix_len);
 }
 
 static __always_inline bool agg_key_equal(const struct agg_key *a,
@@ -323,11 +349,14 @@ static __always_inline void count_traffic(struct traffic_counters *tc,
 
 	tc->pkts[cls]++;
 	tc->bytes[cls] += a->l3_len;
-	tc->ecn[a->ecn & 3]++;
+	/* Not-ECT and TCP_TS packets are derived (struct traffic_counters). */
+	if (a->ecn & 3)
+		tc->ecn[a->ecn & 3]++;
 	barrier_var(epp);
 	if (epp < EPP_CLASSES) {
-		tc->epp_pkts[epp]++;
 		tc->epp_bytes[epp] += a->l2l3_len;
+		if (epp != EPP_TCP_TS)
+			tc->epp_pkts[epp]++;
 	}
 }
 
@@ -356,31 +385,57 @@ static __always_inline void agg_slot_fill(struct agg_slot *slot,
 		       (i & (AGG_SLOTS - 1));
 }
 
-/* The slot that reference ref names, if it still holds the fill ref was
- * taken from: on this CPU, in this epoch, not emptied or refilled since.
- * NULL otherwise. */
-static __always_inline struct agg_slot *agg_ref_slot(__u64 ref, __u32 epoch)
+/* This CPU's slot of the IPv4 prefix of addr (network order) in epoch,
+ * if it holds that prefix; NULL otherwise. The slot agg_count_end() finds
+ * through the prefix key, with the key's words made in registers: a
+ * v4-mapped address (make_agg_key) is 0, 0, ::ffff and the masked
+ * address, so the hash and the compare fold to a few operations. For the
+ * fast path, which so reads no reference (agg_count_ref) from the flow:
+ * those lie in a cache line of the flow's slot that the fast path
+ * otherwise leaves alone (the ACK direction's), and name one CPU's fill,
+ * so a flow whose packets come to two CPUs has them refused at every
+ * switch. The steps lab's ingress (ACKs) took x0.75 of the time with the
+ * keys (docs/performance.md, Round 14). */
+static __always_inline struct agg_slot *agg_slot_of_v4(__be32 addr, __u32 epoch)
+{
+	__u32 plen = cfg_agg_prefix_v4;
+	__u32 mapped = bpf_htonl(0xffff);
+	__u32 prefix = addr & prefix_mask(96 + plen, 3);
+	__u32 i = (epoch & 1) * AGG_SLOTS + agg_index_of(mapped ^ prefix, plen);
+	struct agg_slot *slot;
+	const __u64 *x;
+
+	_Static_assert(__builtin_offsetof(struct agg_slot, key) == 0 &&
+			       __builtin_offsetof(struct agg_key, ipv) == 16 &&
+			       __builtin_offsetof(struct agg_key, prefix_len) ==
+				       17,
+		       "agg_slot_of_v4() compares the key as 8, 8, 4 bytes");
+	slot = bpf_map_lookup_elem(&agg_slots, &i);
+	if (!slot)
+		return NULL;
+	/* No look at slot->filled: an empty slot is all zero (user space
+	 * zeroes it whole), and no IPv4 key is (it holds ::ffff). */
+	x = (const __u64 *)&slot->key;
+	if (x[0] || x[1] != (mapped | (__u64)prefix << 32) ||
+	    *(const __u32 *)&x[2] != (AF_INET | plen << 8))
+		return NULL;
+	return slot;
+}
+
+/* Counts packet a in the slot that reference ref names, if it still holds
+ * the fill ref was taken from: on this CPU, in this epoch, not emptied or
+ * refilled since. Returns false otherwise, and the caller takes the way
+ * through the prefix key. */
+static __always_inline bool agg_count_ref(const struct agg_pkt *a, __u64 ref,
+					  __u32 epoch, bool tx)
 {
 	__u32 i = (epoch & 1) * AGG_SLOTS + (ref & (AGG_SLOTS - 1));
 	struct agg_slot *slot;
 
 	if (!ref)
-		return NULL;
+		return false;
 	slot = bpf_map_lookup_elem(&agg_slots, &i);
 	if (!slot || slot->filled != ref)
-		return NULL;
-	return slot;
-}
-
-/* Counts packet a in the slot that reference ref names (agg_ref_slot).
- * Returns false when it names none, and the caller takes the way through
- * the prefix key. */
-static __always_inline bool agg_count_ref(const struct agg_pkt *a, __u64 ref,
-					  __u32 epoch, bool tx)
-{
-	struct agg_slot *slot = agg_ref_slot(ref, epoch);
-
-	if (!slot)
 		return false;
 	count_traffic(tx ? &slot->tx : &slot->rx, a);
 	return true;
@@ -435,9 +490,10 @@ static __always_inline void agg_count_global_ip(__u8 proto, __u32 l2l3_len,
 	g = bpf_map_lookup_elem(&agg_global_map, &zero);
 	if (!g)
 		return;
-	g->proto_pkts[proto]++;
-	g->proto_bytes[proto] += l2l3_len;
-	g->ecn[tos & 3]++;
+	g->proto[proto].pkts++;
+	g->proto[proto].bytes += l2l3_len;
+	if (tos & 3) /* Not-ECT is derived (struct agg_global) */
+		g->ecn[tos & 3]++;
 }
 
 /* ePPing's global record: every packet by IP protocol (non-IP apart) and

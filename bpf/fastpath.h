@@ -18,7 +18,9 @@
  * the general path takes the packet from the start. If it is, it makes
  * exactly the general path's writes for it and returns true. Every
  * decision is the general path's own helper (is_new_id, is_rate_limited,
- * echo_may_match, dir_active, agg_ref_slot); the replay tests run a mix of
+ * echo_may_match, dir_active) or, for the prefix slots, the general path's
+ * slot index and key compare on words made in registers (agg_slot_of_v4);
+ * the replay tests run a mix of
  * flows in eight configurations with the fast path on and off and compare
  * every record (internal/replay, TestFastPathSameOutput).
  *
@@ -147,17 +149,23 @@ static __always_inline __u32 fast_key(const struct fast_seg *f,
 	return rev ? 1 : 0;
 }
 
-/* In aggregated mode, a tracked packet counts in the prefix slots its
- * direction names (agg_count_tracked); the fast path only when both
- * still do. */
-static __always_inline bool fast_agg_slots(const struct flow_dir_state *snd,
+/* In aggregated mode, a tracked packet counts in this CPU's slots of its
+ * source's and destination's prefixes when they hold them
+ * (agg_count_tracked, agg_count_end); the fast path only when both do. It
+ * finds them by the prefixes' keys (agg_slot_of_v4), not by the
+ * references the general path keeps in the flow: those name one CPU's
+ * slots. The addresses are read again from the header (iph, checked by
+ * fast_parse): kept in registers across the flow lookup they were spilled,
+ * 16 bytes more on the stack, and rttscope_xdp_replay's call chain passed
+ * the 512 bytes Debian's 6.1 verifier allows. */
+static __always_inline bool fast_agg_slots(const struct iphdr *iph,
 					   struct agg_slot **src,
 					   struct agg_slot **dst)
 {
 	__u32 epoch = READ_ONCE(agg_epoch);
 
-	*src = agg_ref_slot(snd->u.agg_ref[0], epoch);
-	*dst = agg_ref_slot(snd->u.agg_ref[1], epoch);
+	*src = agg_slot_of_v4(iph->saddr, epoch);
+	*dst = agg_slot_of_v4(iph->daddr, epoch);
 	return *src && *dst;
 }
 
@@ -221,8 +229,8 @@ static __always_inline bool fast_path(struct parsing_context *pctx, void *l3,
 		if (orig->conn_state == CONN_CLOSED)
 			return false;
 	}
-	if (cfg_aggregate && !fast_agg_slots(snd, &src, &dst))
-		return false; /* agg_count_slow() */
+	if (cfg_aggregate && !fast_agg_slots(l3, &src, &dst))
+		return false; /* agg_count_end() fills or counts elsewhere */
 
 	/* Taken: the general path's writes for this packet. */
 	count(COUNTER_FAST_PATH);

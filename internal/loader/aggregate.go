@@ -366,9 +366,9 @@ func (a *Aggregator) globalRecord() (*events.GlobalCounters, error) {
 	var now probe.RttscopeAggGlobal
 	for i := range perCPU {
 		c := &perCPU[i]
-		for p := range now.ProtoPkts {
-			now.ProtoPkts[p] += c.ProtoPkts[p]
-			now.ProtoBytes[p] += c.ProtoBytes[p]
+		for p := range now.Proto {
+			now.Proto[p].Pkts += c.Proto[p].Pkts
+			now.Proto[p].Bytes += c.Proto[p].Bytes
 		}
 		now.NonipPkts += c.NonipPkts
 		now.NonipBytes += c.NonipBytes
@@ -388,13 +388,17 @@ func (a *Aggregator) globalRecord() (*events.GlobalCounters, error) {
 		FlowCreate:      counters[probe.RttscopeCounterCOUNTER_FLOW_MAP_FULL] - prevCounters[probe.RttscopeCounterCOUNTER_FLOW_MAP_FULL],
 		AggSubnetCreate: counters[probe.RttscopeCounterCOUNTER_AGG_MAP_FULL] - prevCounters[probe.RttscopeCounterCOUNTER_AGG_MAP_FULL],
 	}
-	for p := range now.ProtoPkts {
-		g.ProtoPackets[p] = now.ProtoPkts[p] - prev.ProtoPkts[p]
-		g.ProtoBytes[p] = now.ProtoBytes[p] - prev.ProtoBytes[p]
+	var ip uint64
+	for p := range now.Proto {
+		g.ProtoPackets[p] = now.Proto[p].Pkts - prev.Proto[p].Pkts
+		g.ProtoBytes[p] = now.Proto[p].Bytes - prev.Proto[p].Bytes
+		ip += g.ProtoPackets[p]
 	}
 	for e := range now.Ecn {
 		g.ECN[e] = now.Ecn[e] - prev.Ecn[e]
 	}
+	// Not-ECT: the IP packets of the other codepoints (struct agg_global).
+	g.ECN[0] = less(ip, g.ECN[1]+g.ECN[2]+g.ECN[3])
 	a.global, a.counters = now, counters
 	return g, nil
 }
@@ -462,14 +466,32 @@ func linBins(hi uint64) int {
 	return int(min(hi/uint64(events.LinBinWidth)+1, events.LinBins))
 }
 
+// addTraffic adds the kernel's counters c to t, with the two counts the
+// programs leave out (bpf/agg.h, struct traffic_counters): Not-ECT packets
+// are all packets less the other codepoints', ePPing's TCP_TS packets are
+// TCP's less TCP_noTS's. Both are sums, so deriving them per value (a
+// CPU's, a slot's) or after summing gives the same.
 func addTraffic(t *events.Traffic, c *probe.RttscopeTrafficCounters) {
+	var all uint64
 	for i := range 4 {
 		t.Packets[i] += c.Pkts[i]
 		t.Bytes[i] += c.Bytes[i]
 		t.ECN[i] += c.Ecn[i]
+		all += c.Pkts[i]
 	}
+	t.ECN[0] += less(all, c.Ecn[1]+c.Ecn[2]+c.Ecn[3])
 	for i := range events.NumEPPClasses {
 		t.EPPPackets[i] += c.EppPkts[i]
 		t.EPPBytes[i] += c.EppBytes[i]
 	}
+	t.EPPPackets[events.EPPTCPTS] += less(c.Pkts[events.ClassTCP], c.EppPkts[events.EPPTCPNoTS])
+}
+
+// less is a - b, 0 when b is larger: counters the programs are writing
+// while they are read (the global record) can be a few packets apart.
+func less(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
 }

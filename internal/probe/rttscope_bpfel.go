@@ -15,12 +15,16 @@ import (
 
 type RttscopeAggGlobal struct {
 	_          structs.HostLayout
-	ProtoPkts  [256]uint64
-	ProtoBytes [256]uint64
+	Ecn        [4]uint64
 	NonipPkts  uint64
 	NonipBytes uint64
-	Ecn        [4]uint64
 	SlotFills  uint64
+	Reserved   uint64
+	Proto      [256]struct {
+		_     structs.HostLayout
+		Pkts  uint64
+		Bytes uint64
+	}
 }
 
 type RttscopeAggKey struct {
@@ -322,9 +326,9 @@ type RttscopeTrafficCounters struct {
 	_        structs.HostLayout
 	Pkts     [4]uint64
 	Bytes    [4]uint64
-	Ecn      [4]uint64
-	EppPkts  [3]uint64
 	EppBytes [3]uint64
+	EppPkts  [3]uint64
+	Ecn      [4]uint64
 }
 
 // Names of all BPF objects in the ELF.

@@ -250,6 +250,10 @@ func TestAggregateIntervalsAndPrefixes(t *testing.T) {
 		}
 		if len(h.globals) != 3 {
 			t.Errorf("reverse=%v: %d global records, want 3", reverse, len(h.globals))
+		} else if g := h.globals[2].Global; g.ProtoPackets[17] != 1 || g.ProtoPackets[1] != 1 || g.ECN != [4]uint64{1, 0, 0, 1} {
+			// Not-ECT is derived in user space (bpf/agg.h, struct
+			// agg_global): the echo request's; CE the UDP packet's.
+			t.Errorf("reverse=%v: interval 2's global record: %d UDP, %d ICMP packets, ECN %v; want 1, 1, [1 0 0 1]", reverse, g.ProtoPackets[17], g.ProtoPackets[1], g.ECN)
 		}
 	}
 }
