@@ -93,7 +93,7 @@ struct agg_global {
 	__u64 nonip_pkts;
 	__u64 nonip_bytes;
 	__u64 slot_fills; /* this CPU's agg_slots fills (agg_slot.filled) */
-	__u64 reserved;
+	__u64 reserved; /* proto[] from byte 64 of the value */
 	struct agg_proto_counts proto[256];
 };
 

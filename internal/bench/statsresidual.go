@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/rttscope/rttscope/internal/probe"
 )
@@ -67,28 +68,38 @@ func (r *statsResidual) Close() error { return r.empty.Close() }
 // accounting must be on (the caller's BPF_ENABLE_STATS or sysctl); a run
 // count that does not move says it is off.
 func (r *statsResidual) measure() (float64, error) {
-	p := r.empty.EmptyTc
 	least := r.least
 	for range residualCalls {
-		before, err := p.Stats()
+		runs, runTime, err := r.testRun(residualRepeat)
 		if err != nil {
 			return 0, fmt.Errorf("bpf_stats residual: %w", err)
 		}
-		if _, _, err := p.Benchmark(r.frame, residualRepeat, nil); err != nil {
-			return 0, fmt.Errorf("bpf_stats residual: BPF_PROG_TEST_RUN: %w", err)
-		}
-		after, err := p.Stats()
-		if err != nil {
-			return 0, fmt.Errorf("bpf_stats residual: %w", err)
-		}
-		runs := after.RunCount - before.RunCount
 		if runs == 0 {
 			return 0, errors.New("bpf_stats residual: the empty program's run count did not move: run time accounting is off")
 		}
-		least = min(least, float64(after.Runtime-before.Runtime)/float64(runs))
+		least = min(least, float64(runTime)/float64(runs))
 	}
 	r.least = least
 	return least, nil
+}
+
+// testRun runs the empty program repeat times with BPF_PROG_TEST_RUN and
+// returns what its bpf_stats counted meanwhile: runs and run time (both 0
+// while the accounting is off).
+func (r *statsResidual) testRun(repeat int) (runs uint64, runTime time.Duration, err error) {
+	p := r.empty.EmptyTc
+	before, err := p.Stats()
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, _, err := p.Benchmark(r.frame, repeat, nil); err != nil {
+		return 0, 0, fmt.Errorf("BPF_PROG_TEST_RUN: %w", err)
+	}
+	after, err := p.Stats()
+	if err != nil {
+		return 0, 0, err
+	}
+	return after.RunCount - before.RunCount, after.Runtime - before.Runtime, nil
 }
 
 // netRunTimeNs is a reported run time less the residual of each of its
@@ -115,17 +126,9 @@ func netCPUShare(runTimeNs, runCnt uint64, residual, seconds, toolCores, busyCor
 // kernel.bpf_stats_enabled cannot tell: it reads 1 only when it was
 // written, not while a process holds BPF_ENABLE_STATS.
 func (r *statsResidual) accounting() (bool, error) {
-	p := r.empty.EmptyTc
-	before, err := p.Stats()
+	runs, _, err := r.testRun(1)
 	if err != nil {
 		return false, fmt.Errorf("bpf_stats: %w", err)
 	}
-	if _, _, err := p.Benchmark(r.frame, 1, nil); err != nil {
-		return false, fmt.Errorf("bpf_stats: BPF_PROG_TEST_RUN: %w", err)
-	}
-	after, err := p.Stats()
-	if err != nil {
-		return false, fmt.Errorf("bpf_stats: %w", err)
-	}
-	return after.RunCount != before.RunCount, nil
+	return runs != 0, nil
 }

@@ -77,13 +77,14 @@ func (s *Stats) SetCounters(c *Counters) {
 	// The kernel counts a packet once: in packets on the general path,
 	// in fast_path_packets on the fast path (bpf/counters.h).
 	s.Packets += s.FastPathPackets
-	s.Flows = sub(s.FlowsCreated, s.FlowsDeleted)
-	s.Timestamps = sub(s.TimestampsCreated, s.TimestampsDeleted)
+	s.Flows = Sub(s.FlowsCreated, s.FlowsDeleted)
+	s.Timestamps = Sub(s.TimestampsCreated, s.TimestampsDeleted)
 }
 
-// sub is a - b, or 0 when the counters raced (deletes counted on one CPU
-// before the insert on another was summed).
-func sub(a, b uint64) uint64 {
+// Sub is a - b, or 0 when the counters raced: summed per-CPU counters read
+// while the programs write them (deletes counted on one CPU before the
+// insert on another was summed; codepoint counts ahead of the packets').
+func Sub(a, b uint64) uint64 {
 	if b > a {
 		return 0
 	}

@@ -398,7 +398,7 @@ func (a *Aggregator) globalRecord() (*events.GlobalCounters, error) {
 		g.ECN[e] = now.Ecn[e] - prev.Ecn[e]
 	}
 	// Not-ECT: the IP packets of the other codepoints (struct agg_global).
-	g.ECN[0] = less(ip, g.ECN[1]+g.ECN[2]+g.ECN[3])
+	g.ECN[0] = events.Sub(ip, g.ECN[1]+g.ECN[2]+g.ECN[3])
 	a.global, a.counters = now, counters
 	return g, nil
 }
@@ -479,19 +479,10 @@ func addTraffic(t *events.Traffic, c *probe.RttscopeTrafficCounters) {
 		t.ECN[i] += c.Ecn[i]
 		all += c.Pkts[i]
 	}
-	t.ECN[0] += less(all, c.Ecn[1]+c.Ecn[2]+c.Ecn[3])
+	t.ECN[0] += events.Sub(all, c.Ecn[1]+c.Ecn[2]+c.Ecn[3])
 	for i := range events.NumEPPClasses {
 		t.EPPPackets[i] += c.EppPkts[i]
 		t.EPPBytes[i] += c.EppBytes[i]
 	}
-	t.EPPPackets[events.EPPTCPTS] += less(c.Pkts[events.ClassTCP], c.EppPkts[events.EPPTCPNoTS])
-}
-
-// less is a - b, 0 when b is larger: counters the programs are writing
-// while they are read (the global record) can be a few packets apart.
-func less(a, b uint64) uint64 {
-	if b > a {
-		return 0
-	}
-	return a - b
+	t.EPPPackets[events.EPPTCPTS] += events.Sub(c.Pkts[events.ClassTCP], c.EppPkts[events.EPPTCPNoTS])
 }
