@@ -179,6 +179,57 @@ func liveReplayTolerance() time.Duration {
 	return time.Millisecond
 }
 
+// reporter is the part of testing.T that checkLiveReplay uses (its own
+// test records what it reports).
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+// liveReplayOutlier bounds the few samples allowed past
+// liveReplayTolerance (see checkLiveReplay).
+const liveReplayOutlier = 10 * time.Millisecond
+
+// checkLiveReplay compares one flow's live samples with their replayed
+// twins (the same number, paired in order; the caller checks that) and
+// returns the absolute RTT differences. A live sample and its twin differ
+// by where each end's packet was timed: live when the tc program ran
+// (bpf_ktime_get_ns), in the capture by the AF_PACKET tap, whose receive
+// timestamp is taken before tc (with net.core.tstamp_prequeue, when the
+// packet is queued for the stack). That is microseconds apart
+// (docs/replay.md: 41-72 us at most over four runs), but on a loaded
+// 2-vCPU machine one packet's two times lay 1.5 ms apart (a wait between
+// the two points, most likely for softirq time): the two samples it ends
+// and starts (QUIC spin periods lie back to back) moved by +-1.5 ms. So every sample must agree within
+// liveReplayTolerance except at most max(2, n/20) per flow, which must
+// agree within liveReplayOutlier (or the tolerance, under emulation,
+// when that is larger). A replay that pairs other packets than the live
+// run differs by a packet interval or a whole RTT on most samples and
+// still fails.
+func checkLiveReplay(t reporter, what string, live, rep []events.RTT) dist {
+	t.Helper()
+	tol, outlier := liveReplayTolerance(), max(liveReplayOutlier, liveReplayTolerance())
+	allowed := max(2, len(live)/20)
+	var d dist
+	var past []int
+	for i := range min(len(live), len(rep)) {
+		diff := abs64(int64(live[i].RTT - rep[i].RTT))
+		d = append(d, diff)
+		switch {
+		case diff > int64(outlier):
+			t.Errorf("%s sample %d: live %v, replay %v (more than %v apart)", what, i, live[i].RTT, rep[i].RTT, outlier)
+		case diff > int64(tol):
+			past = append(past, i)
+			t.Logf("%s sample %d: live %v, replay %v (past %v, allowed for a few)", what, i, live[i].RTT, rep[i].RTT, tol)
+		}
+	}
+	if len(past) > allowed {
+		t.Errorf("%s: %d of %d samples differ live and replayed by more than %v (samples %v; at most %d may)", what, len(past), len(d), tol, past, allowed)
+	}
+	return d
+}
+
 func abs64(x int64) int64 {
 	if x < 0 {
 		return -x
@@ -219,8 +270,12 @@ func TestLiveVersusReplay(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	ethPcap := filepath.Join(dir, "eth.pcap")
 	sllPcap := filepath.Join(dir, "sll2.pcap")
-	stopEth := startCapture(t, l.Middlebox, "tcpdump", "-i", ifname, "-w", ethPcap, "-U", "--time-stamp-precision=nano", "-n")
-	stopSLL := startCapture(t, l.Middlebox, "tcpdump", "-i", "any", "-y", "LINUX_SLL2", "-w", sllPcap, "-U", "--time-stamp-precision=nano", "-n", "ifindex", strconv.Itoa(ifindex))
+	// --immediate-mode: without it libpcap hands over its ring's blocks
+	// when they fill or time out, and tcpdump stopped by SIGINT leaves
+	// the last one unread (200 of 3,900 packets "received by filter"
+	// but not captured), which would turn the pairing below off.
+	stopEth := startCapture(t, l.Middlebox, "tcpdump", "-i", ifname, "-w", ethPcap, "-U", "--immediate-mode", "--time-stamp-precision=nano", "-n")
+	stopSLL := startCapture(t, l.Middlebox, "tcpdump", "-i", "any", "-y", "LINUX_SLL2", "-w", sllPcap, "-U", "--immediate-mode", "--time-stamp-precision=nano", "-n", "ifindex", strconv.Itoa(ifindex))
 
 	cfg := loader.DefaultConfig()
 	cfg.TrackTCP, cfg.TrackICMP, cfg.RateLimit = true, true, 0
@@ -270,26 +325,25 @@ func TestLiveVersusReplay(t *testing.T) {
 			var drtt, dtime dist
 			for k, lv := range liveByFlow {
 				rp := repByFlow[k]
-				if c.dropped > 0 {
+				if c.dropped > 0 && len(rp) != len(lv) {
 					// Samples cannot be paired by order any more;
-					// the capture still must not invent any.
+					// the capture still must not invent any. (With
+					// as many samples, the few packets lost, e.g.
+					// the last ones a SIGINT leaves unread, are
+					// paired and checked as usual below.)
 					if len(rp) > len(lv) {
 						t.Errorf("%s: %d samples live, %d replayed from a capture that lost %d packets", k, len(lv), len(rp), c.dropped)
 					}
-					t.Logf("%s: capture lost %d packets (machine loaded): %d samples live, %d replayed", k, c.dropped, len(lv), len(rp))
+					t.Logf("%s: capture lost %d packets (tcpdump's kernel drops or packets the programs saw that it did not write): %d samples live, %d replayed: not paired", k, c.dropped, len(lv), len(rp))
 					continue
 				}
 				if len(rp) != len(lv) {
 					t.Errorf("%s: %d samples live, %d replayed", k, len(lv), len(rp))
 					continue
 				}
+				drtt = append(drtt, checkLiveReplay(t, k, lv, rp)...)
 				for i := range lv {
-					d := abs64(int64(lv[i].RTT - rp[i].RTT))
-					drtt = append(drtt, d)
 					dtime = append(dtime, abs64(lv[i].Time-rp[i].Time))
-					if d > int64(time.Millisecond) {
-						t.Errorf("%s sample %d: live %v, replay %v", k, i, lv[i].RTT, rp[i].RTT)
-					}
 					if lv[i].MatchOnEgress != rp[i].MatchOnEgress {
 						t.Errorf("%s sample %d: match_on_egress live %v, replay %v", k, i, lv[i].MatchOnEgress, rp[i].MatchOnEgress)
 					}

@@ -7,6 +7,7 @@ package replay_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,7 @@ import (
 // quic_spin samples in both directions of both connections, none shorter
 // than the configured RTT (a spin period cannot be shorter than the
 // path's round trip; lab.ShortestRoundTrip allows the delay lines' early
-// releases); the replay of the capture gives the same samples (within liveReplayTolerance);
+// releases); the replay of the capture gives the same samples (checkLiveReplay);
 // and every replayed sample is an interval between two spin bit changes
 // that tshark decodes in that direction (quic.spin_bit), at the same
 // packets, to the nanosecond. How far the spin period lies above the path
@@ -131,18 +132,13 @@ func TestLabQUICSpin(t *testing.T) {
 			repSpin[e.Flow] = append(repSpin[e.Flow], e)
 		}
 	}
-	tol := liveReplayTolerance()
 	for f, evs := range spin {
 		r := repSpin[f]
 		if len(r) != len(evs) {
 			t.Errorf("%v: %d samples live, %d replayed", f, len(evs), len(r))
 			continue
 		}
-		for i := range r {
-			if d := r[i].RTT - evs[i].RTT; d > tol || d < -tol {
-				t.Errorf("%v sample %d: live %v, replay %v", f, i, evs[i].RTT, r[i].RTT)
-			}
-		}
+		t.Logf("%v: |live - replay| %v", f, checkLiveReplay(t, fmt.Sprint(f), evs, r))
 	}
 	tsharkSpin(t, pcap, repSpin, sum.Packets)
 }
