@@ -209,7 +209,12 @@ const liveReplayOutlier = 10 * time.Millisecond
 // still fails.
 func checkLiveReplay(t reporter, what string, live, rep []events.RTT) dist {
 	t.Helper()
-	tol, outlier := liveReplayTolerance(), max(liveReplayOutlier, liveReplayTolerance())
+	return checkLiveReplayWithin(t, what, live, rep, liveReplayTolerance(), max(liveReplayOutlier, liveReplayTolerance()))
+}
+
+// checkLiveReplayWithin is checkLiveReplay with the two bounds given.
+func checkLiveReplayWithin(t reporter, what string, live, rep []events.RTT, tol, outlier time.Duration) dist {
+	t.Helper()
 	allowed := max(2, len(live)/20)
 	var d dist
 	var past []int
