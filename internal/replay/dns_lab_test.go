@@ -66,7 +66,7 @@ func TestLabDNS(t *testing.T) {
 
 	ifname := l.MiddleboxServerIf[0]
 	pcap := filepath.Join(dir, "dns.pcap")
-	stopCapture := startCapture(t, l.Middlebox, "tcpdump", "-i", ifname, "-w", pcap, "-U", "--immediate-mode", "--time-stamp-precision=nano", "-n", "port 53 or icmp or icmp6")
+	stopCapture := startCapture(t, l.Middlebox, "-i", ifname, "-w", pcap, "port 53 or icmp or icmp6")
 
 	cfg := loader.DefaultConfig()
 	cfg.TrackTCP, cfg.TrackDNS, cfg.TrackICMP, cfg.RateLimit = false, true, true, 0

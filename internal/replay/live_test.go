@@ -75,12 +75,23 @@ func replayRTTs(t *testing.T, opts replay.Options) ([]events.RTT, replay.Summary
 	return c.rtts, sum
 }
 
-// startCapture runs a capture program inside node until stop is called,
-// returning once it is listening. stop returns how many packets tcpdump says
-// the kernel dropped (a loaded machine can make the capture lose some).
-func startCapture(t *testing.T, node *lab.Node, name string, args ...string) (stop func() (dropped int)) {
+// captureFlags are what every test capture needs: each packet written as
+// it arrives (-U), and handed over by libpcap as it arrives
+// (--immediate-mode; without it libpcap hands over its ring's blocks
+// when they fill or time out, and a tcpdump stopped with SIGINT leaves
+// the last one unread: 20-230 of 3,900 packets "received by filter" but
+// not captured, which turned TestLiveVersusReplay's pairing off), ns
+// timestamps, no name lookups.
+var captureFlags = []string{"-U", "--immediate-mode", "--time-stamp-precision=nano", "-n"}
+
+// startCapture runs tcpdump with captureFlags and args inside node until
+// stop is called, returning once it is listening. stop returns how many
+// packets tcpdump says the kernel dropped (a loaded machine can make the
+// capture lose some).
+func startCapture(t *testing.T, node *lab.Node, args ...string) (stop func() (dropped int)) {
 	t.Helper()
-	cmd := node.Command(context.Background(), name, args...)
+	const name = "tcpdump"
+	cmd := node.Command(context.Background(), name, append(slices.Clone(captureFlags), args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -201,10 +212,10 @@ const liveReplayOutlier = 10 * time.Millisecond
 // (docs/replay.md: 41-72 us at most over four runs), but on a loaded
 // 2-vCPU machine one packet's two times lay 1.5 ms apart (a wait between
 // the two points, most likely for softirq time): the two samples it ends
-// and starts (QUIC spin periods lie back to back) moved by +-1.5 ms. So every sample must agree within
-// liveReplayTolerance except at most max(2, n/20) per flow, which must
-// agree within liveReplayOutlier (or the tolerance, under emulation,
-// when that is larger). A replay that pairs other packets than the live
+// and starts (QUIC spin periods lie back to back) moved by +-1.5 ms. So
+// every sample must agree within liveReplayTolerance except at most
+// max(2, n/20) per flow, which must agree within liveReplayOutlier (or
+// the tolerance, under emulation, when that is larger). A replay that pairs other packets than the live
 // run differs by a packet interval or a whole RTT on most samples and
 // still fails.
 func checkLiveReplay(t reporter, what string, live, rep []events.RTT) dist {
@@ -275,12 +286,8 @@ func TestLiveVersusReplay(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	ethPcap := filepath.Join(dir, "eth.pcap")
 	sllPcap := filepath.Join(dir, "sll2.pcap")
-	// --immediate-mode: without it libpcap hands over its ring's blocks
-	// when they fill or time out, and tcpdump stopped by SIGINT leaves
-	// the last one unread (200 of 3,900 packets "received by filter"
-	// but not captured), which would turn the pairing below off.
-	stopEth := startCapture(t, l.Middlebox, "tcpdump", "-i", ifname, "-w", ethPcap, "-U", "--immediate-mode", "--time-stamp-precision=nano", "-n")
-	stopSLL := startCapture(t, l.Middlebox, "tcpdump", "-i", "any", "-y", "LINUX_SLL2", "-w", sllPcap, "-U", "--immediate-mode", "--time-stamp-precision=nano", "-n", "ifindex", strconv.Itoa(ifindex))
+	stopEth := startCapture(t, l.Middlebox, "-i", ifname, "-w", ethPcap)
+	stopSLL := startCapture(t, l.Middlebox, "-i", "any", "-y", "LINUX_SLL2", "-w", sllPcap, "ifindex", strconv.Itoa(ifindex))
 
 	cfg := loader.DefaultConfig()
 	cfg.TrackTCP, cfg.TrackICMP, cfg.RateLimit = true, true, 0

@@ -64,8 +64,7 @@ func TestLabQUICSpin(t *testing.T) {
 	}
 	ifname := l.MiddleboxServerIf[0]
 	pcap := filepath.Join(t.TempDir(), "quic.pcap")
-	stopCapture := startCapture(t, l.Middlebox, "tcpdump", "-i", ifname, "-w", pcap, "-U", "--immediate-mode",
-		"--time-stamp-precision=nano", "-n", "udp port 443")
+	stopCapture := startCapture(t, l.Middlebox, "-i", ifname, "-w", pcap, "udp port 443")
 
 	cfg := loader.DefaultConfig()
 	cfg.TrackTCP, cfg.TrackQUIC, cfg.TrackICMP, cfg.RateLimit = false, true, true, 0

@@ -143,7 +143,7 @@ func TestTsharkSeqOracle(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pcap := filepath.Join(dir, "seq.pcap")
-	stop := startCapture(t, l.Middlebox, "tcpdump", "-i", l.MiddleboxServerIf[0], "-w", pcap, "-U", "--immediate-mode", "--time-stamp-precision=nano", "-n", "tcp")
+	stop := startCapture(t, l.Middlebox, "-i", l.MiddleboxServerIf[0], "-w", pcap, "tcp")
 	sinks := map[netip.Addr]bool{}
 	for _, a := range []netip.Addr{l.ServerAddr4[0], l.ServerAddr6[0]} {
 		sk, err := traffic.NewSink(l.Servers[0], a, 5203)
