@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/stats"
 )
 
 // Sink is a TCP server inside a lab node that accepts connections and
@@ -162,12 +163,16 @@ func (s *Sink) Close() error {
 
 // BulkResult describes one bulk transfer.
 type BulkResult struct {
-	Bytes       uint64        // bytes acknowledged by the receiver (tcpi_bytes_acked)
-	Written     uint64        // bytes handed to the socket
-	Duration    time.Duration // time spent sending
-	Timestamps  bool          // TCP timestamps were negotiated
-	SRTT        time.Duration // kernel's smoothed RTT at the end
-	Retransmits uint32        // segments retransmitted
+	Bytes      uint64        // bytes acknowledged by the receiver (tcpi_bytes_acked)
+	Written    uint64        // bytes handed to the socket
+	Duration   time.Duration // time spent sending
+	Timestamps bool          // TCP timestamps were negotiated
+	SRTT       time.Duration // kernel's smoothed RTT at the end
+	// MedianSRTT is the median of the kernel's smoothed RTT read after
+	// every write: what the connection saw over the transfer, end-host
+	// delays (delayed ACKs, a receiver short of CPU) included.
+	MedianSRTT  time.Duration
+	Retransmits uint32 // segments retransmitted
 }
 
 // Bulk connects from client to dst and sends as fast as TCP allows (or at
@@ -233,7 +238,10 @@ func BulkStats(ctx context.Context, client *lab.Node, dst netip.AddrPort, d time
 	for i := range buf {
 		buf[i] = byte(i * 7)
 	}
-	var werr error
+	var (
+		werr  error
+		srtts []time.Duration
+	)
 	for {
 		n, err := conn.Write(buf)
 		res.Written += uint64(n)
@@ -241,6 +249,13 @@ func BulkStats(ctx context.Context, client *lab.Node, dst netip.AddrPort, d time
 			werr = err
 			break
 		}
+		_ = rawControl(conn, func(fd int) error {
+			ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+			if err == nil {
+				srtts = append(srtts, time.Duration(ti.Rtt)*time.Microsecond)
+			}
+			return err
+		})
 	}
 	res.Duration = time.Since(start)
 	if err := rawControl(conn, func(fd int) error {
@@ -254,6 +269,10 @@ func BulkStats(ctx context.Context, client *lab.Node, dst netip.AddrPort, d time
 		}
 		res.Timestamps = ti.Options&tcpiOptTimestamps != 0
 		res.SRTT = time.Duration(ti.Rtt) * time.Microsecond
+		res.MedianSRTT = res.SRTT
+		if len(srtts) > 0 {
+			res.MedianSRTT = stats.Median(srtts)
+		}
 		res.Retransmits = ti.Total_retrans
 		return nil
 	}); err != nil {
