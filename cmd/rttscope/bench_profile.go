@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,7 +62,7 @@ func newBenchProfileCmd() *cobra.Command {
 			}
 			o.Progress = cmd.ErrOrStderr()
 			// Ctrl-C ends the sampling early: what was sampled is shown.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopContext(cmd.Context(), true)
 			defer stop()
 			prof, err := bpfprof.Run(ctx, o)
 			if err != nil {

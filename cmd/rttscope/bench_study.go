@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,15 +67,15 @@ func noArgs(name string) cobra.PositionalArgs {
 	}
 }
 
-// runStudy runs a study (or the phases of `rttscope bench`) with
-// SIGINT/SIGTERM cancelling it, writes its files (JSON, CSV, HTML report)
-// and prints its summary with print.
+// runStudy runs a study (or the phases of `rttscope bench`) with SIGINT,
+// SIGTERM, SIGHUP or SIGPIPE cancelling it (stopContext), writes its files
+// (JSON, CSV, HTML report) and prints its summary with print.
 func runStudy(cmd *cobra.Command, out string, print func(io.Writer, *bench.Result) error, run func(ctx context.Context) (*bench.Result, error)) error {
 	parent := cmd.Context()
 	if parent == nil {
 		parent = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopContext(parent, true)
 	defer stop()
 	res, runErr := run(ctx)
 	if res == nil {

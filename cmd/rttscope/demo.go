@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -97,7 +95,7 @@ func runDemo(cmd *cobra.Command, cfg demo.Config, formatArg string) error {
 	}
 	cfg.Output = out
 	cfg.Progress = prefixWriter{stderr}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopContext(cmd.Context(), true)
 	defer stop()
 
 	res, err := demo.Run(ctx, cfg)

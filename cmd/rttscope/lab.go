@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -20,7 +18,8 @@ import (
 func init() { subcommands = append(subcommands, newLabCmd) }
 
 const labLong = `Build a throw-away test network of network namespaces and keep it up until
-interrupted (SIGINT/SIGTERM), then tear it down again.
+interrupted (SIGINT, SIGTERM, SIGHUP or a closed output pipe), then tear it
+down again.
 
   +--------+ eth0       mb-cli +-----------+ mb-srv0    +---------+      eth0 +----------+
   | client |-------------------| middlebox |------------| delay 0 |-----------| server 0 |
@@ -125,7 +124,7 @@ func runLab(parent context.Context, out io.Writer, cfg lab.Config) error {
 	if os.Geteuid() != 0 {
 		return errors.New("lab: must run as root (creates network namespaces)")
 	}
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopContext(parent, true)
 	defer stop()
 	if removed, err := lab.CleanupStale(); len(removed) > 0 {
 		fmt.Fprintf(out, "removed namespaces of labs whose process died: %s\n", strings.Join(removed, " "))

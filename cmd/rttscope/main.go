@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,12 @@ ICMP echo identifiers in eBPF programs attached to tc/TCX and XDP hooks.`,
 	}
 	usageArgs(root)
 	if err := root.Execute(); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			// The reader of the output went away (`| head`) and the
+			// command stopped in order (stopContext): quiet, with the
+			// status of a process that SIGPIPE ended.
+			os.Exit(128 + int(syscall.SIGPIPE))
+		}
 		fmt.Fprintln(os.Stderr, "rttscope:", oneLine(err))
 		os.Exit(exitCode(err))
 	}

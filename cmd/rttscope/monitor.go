@@ -2,8 +2,6 @@ package main
 
 import (
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,7 +36,9 @@ so it includes this host's own forwarding or processing delay.
 
 The hooks are BPF links held by this process: they disappear when it exits,
 even on kill -9. On kernels before 6.6 the legacy clsact attach is used
-(--tc-mode clsact), which is removed on orderly exit only.`,
+(--tc-mode clsact), which is removed on orderly exit only: SIGINT, SIGTERM,
+SIGHUP (unless -w FILE, which SIGHUP reopens) and a closed output pipe
+(| head: exit status 141) all end the run in order.`,
 		Example: `  rttscope monitor -i eth0
   rttscope monitor -i eth0 -i eth1 -C -F json -w /var/log/rtt.json
   rttscope monitor -i eth0 -r 0 -F ppviz > rtt.ppviz
@@ -59,7 +59,7 @@ even on kill -9. On kernels before 6.6 the legacy clsact attach is used
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopContext(cmd.Context(), !of.hupReopens())
 			defer stop()
 			opts.Output = out
 			of.setTimeOrigin(time.Now().UnixNano()) // --relative-time counts from the start

@@ -110,6 +110,11 @@ func (o *outputFlags) validate() error {
 	return o.sinks.validate()
 }
 
+// hupReopens reports whether SIGHUP reopens or rotates the output (a
+// --write file); else it is one of the signals that stop a command
+// (stopContext).
+func (o *outputFlags) hupReopens() bool { return o.write != "" && o.write != "-" }
+
 // open returns the writer and a function that finishes the output. The
 // privacy writer comes first; behind it the file (or stdout) writer, or,
 // with --kafka, --metrics-addr or --sink-policy, a sink.Fanout to every
@@ -188,6 +193,9 @@ func (o *outputFlags) openFile(fo format.Options) (format.Writer, func(), error)
 		return nil, nil, usageError{err.Error()}
 	}
 	f.SetRestarter(ff)
+	if f.IsStdout() {
+		return closing{ff, f.Close}, func() {}, nil // SIGHUP stops the command (stopContext)
+	}
 	stop := output.NotifyReopen(f, func(err error) { fmt.Fprintln(os.Stderr, "rttscope: reopen output:", err) })
 	return closing{ff, f.Close}, stop, nil
 }

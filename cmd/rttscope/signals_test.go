@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/testutil"
+	"github.com/rttscope/rttscope/internal/traffic"
+)
+
+// clsactFilters lists the tc filters on ifname's clsact ingress and egress
+// in node's namespace: what a clsact attach leaves if the monitor dies
+// without detaching.
+func clsactFilters(t *testing.T, node *lab.Node, ifname string) []string {
+	t.Helper()
+	var got []string
+	err := node.Do(func() error {
+		l, err := netlink.LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+			fs, err := netlink.FilterList(l, parent)
+			if err != nil {
+				return err
+			}
+			for _, f := range fs {
+				got = append(got, fmt.Sprintf("%s filter prio %d", f.Type(), f.Attrs().Priority))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("list filters of %s in %s: %v", ifname, node.Name, err)
+	}
+	return got
+}
+
+// pingDuringTest pings the lab's first server from the client every 50 ms
+// until the test ends, so that a monitor with -C keeps writing samples.
+func pingDuringTest(t *testing.T, l *lab.Lab) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = traffic.PingWith(ctx, l.Client, l.ServerAddr4[0], traffic.PingOptions{Count: 600, Interval: 50 * time.Millisecond, ID: 0x5151})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// waitExit waits up to 20 s for cmd and returns its exit code (-1 when a
+// signal ended it).
+func waitExit(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("wait: %v", err)
+		}
+		return cmd.ProcessState.ExitCode()
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		_ = <-done
+		t.Fatalf("rttscope %v did not stop within 20 s", cmd.Args[1:])
+		return 0
+	}
+}
+
+// TestCLIMonitorStopsInOrderOnSIGPIPE: `rttscope monitor ... | head -1`
+// with the legacy clsact attach (the only one before Linux 6.6, and not a
+// link the process holds): when the reader of stdout goes away, the
+// monitor detaches and exits quietly with 141 (128 + SIGPIPE); before, Go's
+// default action killed it on the write and its filters stayed on the
+// interface.
+func TestCLIMonitorStopsInOrderOnSIGPIPE(t *testing.T) {
+	l := needCLILab(t)
+	ifname := l.MiddleboxServerIf[0]
+	pingDuringTest(t, l)
+	cmd := exec.Command(cliBin, "monitor", "--netns", l.Middlebox.Name, "-i", ifname, "--tc-mode", "clsact", "-C", "-r", "0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("no output line: %v; stderr:\n%s", err, stderr.String())
+	}
+	if got := clsactFilters(t, l.Middlebox, ifname); len(got) != 2 {
+		t.Errorf("while running: filters %v on %s, want the two of the clsact attach", got, ifname)
+	}
+	_ = stdout.Close() // as `head -1` exits
+	code := waitExit(t, cmd)
+	t.Logf("first line %q; exit code %d", strings.TrimSpace(line), code)
+	if code != 128+int(syscall.SIGPIPE) {
+		t.Errorf("exit code %d, want %d; stderr:\n%s", code, 128+int(syscall.SIGPIPE), stderr.String())
+	}
+	if strings.Contains(stderr.String(), "broken pipe") {
+		t.Errorf("stderr reports the closed pipe as an error:\n%s", stderr.String())
+	}
+	if got := clsactFilters(t, l.Middlebox, ifname); len(got) > 0 {
+		t.Errorf("left %v on %s", got, ifname)
+	}
+}
+
+// TestCLIStopsInOrderOnSIGHUP: SIGHUP (the terminal or ssh session went
+// away) stops a monitor writing to stdout, which detaches its clsact
+// filters, and a lab, which removes its namespaces; a monitor writing to a
+// --write file reopens it instead and keeps running.
+func TestCLIStopsInOrderOnSIGHUP(t *testing.T) {
+	l := needCLILab(t)
+	ifname := l.MiddleboxServerIf[0]
+	start := func(args ...string) (*exec.Cmd, *testutil.Buffer) {
+		cmd := exec.Command(cliBin, args...)
+		out := &testutil.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, out
+	}
+	waitOutput := func(cmd *exec.Cmd, out *testutil.Buffer, want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(out.String(), want) {
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("rttscope %v: no %q within 20 s; output:\n%s", cmd.Args[1:], want, out.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	t.Run("monitor to stdout", func(t *testing.T) {
+		cmd, out := start("monitor", "--netns", l.Middlebox.Name, "-i", ifname, "--tc-mode", "clsact")
+		waitOutput(cmd, out, "watching "+ifname)
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, cmd); code != 0 {
+			t.Errorf("exit code %d after SIGHUP, want 0; output:\n%s", code, out.String())
+		}
+		if got := clsactFilters(t, l.Middlebox, ifname); len(got) > 0 {
+			t.Errorf("left %v on %s", got, ifname)
+		}
+	})
+
+	t.Run("monitor to a file", func(t *testing.T) {
+		file := t.TempDir() + "/rtt.txt"
+		cmd, out := start("monitor", "--netns", l.Middlebox.Name, "-i", ifname, "--tc-mode", "clsact", "-w", file)
+		waitOutput(cmd, out, "watching "+ifname)
+		if err := os.Remove(file); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		reopened := false
+		for range 100 {
+			if _, err := os.Stat(file); err == nil {
+				reopened = true
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !reopened {
+			t.Errorf("SIGHUP did not reopen %s", file)
+		}
+		if cmd.ProcessState != nil || cmd.Process.Signal(syscall.Signal(0)) != nil {
+			t.Errorf("the monitor stopped on SIGHUP; output:\n%s", out.String())
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, cmd); code != 0 {
+			t.Errorf("exit code %d after SIGTERM, want 0; output:\n%s", code, out.String())
+		}
+		if got := clsactFilters(t, l.Middlebox, ifname); len(got) > 0 {
+			t.Errorf("left %v on %s", got, ifname)
+		}
+	})
+
+	t.Run("lab", func(t *testing.T) {
+		prefix := fmt.Sprintf("rtt-hup%d", os.Getpid()%100000)
+		cmd, out := start("lab", "--prefix", prefix)
+		waitOutput(cmd, out, "lab up")
+		if n := namespacesWithPrefix(t, prefix); n == 0 {
+			t.Fatalf("no namespace named %s-* while the lab is up; output:\n%s", prefix, out.String())
+		}
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, cmd); code != 0 {
+			t.Errorf("exit code %d after SIGHUP, want 0; output:\n%s", code, out.String())
+		}
+		if n := namespacesWithPrefix(t, prefix); n > 0 {
+			t.Errorf("%d namespaces named %s-* left after SIGHUP", n, prefix)
+		}
+	})
+}
+
+// namespacesWithPrefix counts the named network namespaces (ip netns)
+// whose name starts with prefix-.
+func namespacesWithPrefix(t *testing.T, prefix string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/run/netns")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix+"-") {
+			n++
+		}
+	}
+	return n
+}
