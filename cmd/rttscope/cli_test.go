@@ -237,7 +237,8 @@ func needCLILab(t *testing.T) *lab.Lab {
 }
 
 // attachedTo lists the BPF programs on ifname in node's namespace (TCX
-// ingress/egress, XDP).
+// ingress/egress, XDP) and the filters on its clsact ingress/egress (what
+// the legacy attach leaves if the monitor dies without detaching).
 func attachedTo(t *testing.T, node *lab.Node, ifname string) []string {
 	t.Helper()
 	var got []string
@@ -257,6 +258,15 @@ func attachedTo(t *testing.T, node *lab.Node, ifname string) []string {
 		}
 		if x := l.Attrs().Xdp; x != nil && x.Attached {
 			got = append(got, fmt.Sprintf("xdp prog %d", x.ProgId))
+		}
+		for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+			fs, err := netlink.FilterList(l, parent)
+			if err != nil {
+				return err
+			}
+			for _, f := range fs {
+				got = append(got, fmt.Sprintf("clsact %x %s filter prio %d", parent, f.Type(), f.Attrs().Priority))
+			}
 		}
 		return nil
 	})

@@ -12,40 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
-
-// clsactFilters lists the tc filters on ifname's clsact ingress and egress
-// in node's namespace: what a clsact attach leaves if the monitor dies
-// without detaching.
-func clsactFilters(t *testing.T, node *lab.Node, ifname string) []string {
-	t.Helper()
-	var got []string
-	err := node.Do(func() error {
-		l, err := netlink.LinkByName(ifname)
-		if err != nil {
-			return err
-		}
-		for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-			fs, err := netlink.FilterList(l, parent)
-			if err != nil {
-				return err
-			}
-			for _, f := range fs {
-				got = append(got, fmt.Sprintf("%s filter prio %d", f.Type(), f.Attrs().Priority))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("list filters of %s in %s: %v", ifname, node.Name, err)
-	}
-	return got
-}
 
 // pingDuringTest pings the lab's first server from the client every 50 ms
 // until the test ends, so that a monitor with -C keeps writing samples.
@@ -109,8 +79,8 @@ func TestCLIMonitorStopsInOrderOnSIGPIPE(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("no output line: %v; stderr:\n%s", err, stderr.String())
 	}
-	if got := clsactFilters(t, l.Middlebox, ifname); len(got) != 2 {
-		t.Errorf("while running: filters %v on %s, want the two of the clsact attach", got, ifname)
+	if got := attachedTo(t, l.Middlebox, ifname); len(got) != 2 {
+		t.Errorf("while running: %v on %s, want the two filters of the clsact attach", got, ifname)
 	}
 	_ = stdout.Close() // as `head -1` exits
 	code := waitExit(t, cmd)
@@ -121,7 +91,7 @@ func TestCLIMonitorStopsInOrderOnSIGPIPE(t *testing.T) {
 	if strings.Contains(stderr.String(), "broken pipe") {
 		t.Errorf("stderr reports the closed pipe as an error:\n%s", stderr.String())
 	}
-	if got := clsactFilters(t, l.Middlebox, ifname); len(got) > 0 {
+	if got := attachedTo(t, l.Middlebox, ifname); len(got) > 0 {
 		t.Errorf("left %v on %s", got, ifname)
 	}
 }
@@ -163,7 +133,7 @@ func TestCLIStopsInOrderOnSIGHUP(t *testing.T) {
 		if code := waitExit(t, cmd); code != 0 {
 			t.Errorf("exit code %d after SIGHUP, want 0; output:\n%s", code, out.String())
 		}
-		if got := clsactFilters(t, l.Middlebox, ifname); len(got) > 0 {
+		if got := attachedTo(t, l.Middlebox, ifname); len(got) > 0 {
 			t.Errorf("left %v on %s", got, ifname)
 		}
 	})
@@ -198,7 +168,7 @@ func TestCLIStopsInOrderOnSIGHUP(t *testing.T) {
 		if code := waitExit(t, cmd); code != 0 {
 			t.Errorf("exit code %d after SIGTERM, want 0; output:\n%s", code, out.String())
 		}
-		if got := clsactFilters(t, l.Middlebox, ifname); len(got) > 0 {
+		if got := attachedTo(t, l.Middlebox, ifname); len(got) > 0 {
 			t.Errorf("left %v on %s", got, ifname)
 		}
 	})
