@@ -68,7 +68,7 @@ func noArgs(name string) cobra.PositionalArgs {
 }
 
 // runStudy runs a study (or the phases of `rttscope bench`) with SIGINT,
-// SIGTERM, SIGHUP or SIGPIPE cancelling it (stopContext), writes its files
+// SIGTERM or SIGHUP cancelling it (stopContext), writes its files
 // (JSON, CSV, HTML report) and prints its summary with print.
 func runStudy(cmd *cobra.Command, out string, print func(io.Writer, *bench.Result) error, run func(ctx context.Context) (*bench.Result, error)) error {
 	parent := cmd.Context()

@@ -95,6 +95,7 @@ func runDemo(cmd *cobra.Command, cfg demo.Config, formatArg string) error {
 	}
 	cfg.Output = out
 	cfg.Progress = prefixWriter{stderr}
+	ignoreSIGPIPE()
 	ctx, stop := stopContext(cmd.Context(), true)
 	defer stop()
 

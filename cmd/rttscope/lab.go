@@ -18,8 +18,7 @@ import (
 func init() { subcommands = append(subcommands, newLabCmd) }
 
 const labLong = `Build a throw-away test network of network namespaces and keep it up until
-interrupted (SIGINT, SIGTERM, SIGHUP or a closed output pipe), then tear it
-down again.
+interrupted (SIGINT, SIGTERM or SIGHUP), then tear it down again.
 
   +--------+ eth0       mb-cli +-----------+ mb-srv0    +---------+      eth0 +----------+
   | client |-------------------| middlebox |------------| delay 0 |-----------| server 0 |
@@ -124,6 +123,7 @@ func runLab(parent context.Context, out io.Writer, cfg lab.Config) error {
 	if os.Geteuid() != 0 {
 		return errors.New("lab: must run as root (creates network namespaces)")
 	}
+	ignoreSIGPIPE()
 	ctx, stop := stopContext(parent, true)
 	defer stop()
 	if removed, err := lab.CleanupStale(); len(removed) > 0 {

@@ -59,6 +59,7 @@ SIGHUP (unless -w FILE, which SIGHUP reopens) and a closed output pipe
 			if err != nil {
 				return err
 			}
+			ignoreSIGPIPE()
 			ctx, stop := stopContext(cmd.Context(), !of.hupReopens())
 			defer stop()
 			opts.Output = out

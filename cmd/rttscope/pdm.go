@@ -79,6 +79,7 @@ sysctl net.ipv6.max_dst_opts_number >= 1 (Linux's default is 8).`,
 				return err
 			}
 			opts.Output = out
+			ignoreSIGPIPE()
 			ctx, stop := stopContext(cmd.Context(), !of.hupReopens())
 			defer stop()
 			of.setTimeOrigin(time.Now().UnixNano()) // --relative-time counts from the start
