@@ -112,8 +112,8 @@ func TestCLIMonitorStopsInOrderOnSIGPIPE(t *testing.T) {
 }
 
 // TestCLISignals: SIGHUP (the terminal or ssh session went away) stops a
-// monitor writing to stdout, which detaches its clsact filters, and a lab,
-// which removes its namespaces; a monitor writing to a --write file
+// monitor or pdm writing to stdout, which detach their clsact filters, and
+// a lab, which removes its namespaces; a monitor writing to a --write file
 // reopens it instead and keeps running. A SIGPIPE that is not about
 // stdout (as a Prometheus scraper or a Kafka broker closing a connection
 // mid-write raises) does not stop a monitor.
@@ -205,6 +205,20 @@ func TestCLISignals(t *testing.T) {
 		}
 		if code := waitExit(t, cmd); code != 0 {
 			t.Errorf("exit code %d after SIGTERM, want 0; output:\n%s", code, out.String())
+		}
+		if got := attachedTo(t, l.Middlebox, ifname); len(got) > 0 {
+			t.Errorf("left %v on %s", got, ifname)
+		}
+	})
+
+	t.Run("pdm", func(t *testing.T) {
+		cmd, out := start("pdm", "--netns", l.Middlebox.Name, "-i", ifname, "--tc-mode", "clsact")
+		waitOutput(cmd, out, "rttscope pdm: "+ifname)
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, cmd); code != 0 {
+			t.Errorf("exit code %d after SIGHUP, want 0; output:\n%s", code, out.String())
 		}
 		if got := attachedTo(t, l.Middlebox, ifname); len(got) > 0 {
 			t.Errorf("left %v on %s", got, ifname)
