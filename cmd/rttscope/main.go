@@ -29,15 +29,23 @@ ICMP echo identifiers in eBPF programs attached to tc/TCX and XDP hooks.`,
 	}
 	usageArgs(root)
 	if err := root.Execute(); err != nil {
-		if errors.Is(err, syscall.EPIPE) {
+		if stdoutGone(err) {
 			// The reader of the output went away (`| head`) and the
-			// command stopped in order (stopContext): quiet, with the
+			// command stopped in order (ignoreSIGPIPE): quiet, with the
 			// status of a process that SIGPIPE ended.
 			os.Exit(128 + int(syscall.SIGPIPE))
 		}
 		fmt.Fprintln(os.Stderr, "rttscope:", oneLine(err))
 		os.Exit(exitCode(err))
 	}
+}
+
+// stdoutGone reports whether err is a write to stdout or stderr that met
+// a closed pipe; EPIPE from anything else (a socket) is an error to show.
+func stdoutGone(err error) bool {
+	var pe *os.PathError
+	return errors.As(err, &pe) && errors.Is(pe.Err, syscall.EPIPE) &&
+		(pe.Path == os.Stdout.Name() || pe.Path == os.Stderr.Name())
 }
 
 // usageArgs makes positional-argument errors of every subcommand usage

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -259,4 +260,27 @@ func namespacesWithPrefix(t *testing.T, prefix string) int {
 		}
 	}
 	return n
+}
+
+// TestStdoutGone: only a write to stdout or stderr that met a closed pipe
+// exits quietly; EPIPE from a socket or a file is an error to report.
+func TestStdoutGone(t *testing.T) {
+	stdoutEPIPE := &os.PathError{Op: "write", Path: os.Stdout.Name(), Err: syscall.EPIPE}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{stdoutEPIPE, true},
+		{fmt.Errorf("write output: %w", stdoutEPIPE), true},
+		{errors.Join(errors.New("other"), stdoutEPIPE), true},
+		{&os.PathError{Op: "write", Path: os.Stderr.Name(), Err: syscall.EPIPE}, true},
+		{&os.PathError{Op: "write", Path: os.Stdout.Name(), Err: syscall.ENOSPC}, false},
+		{&os.PathError{Op: "write", Path: "/var/log/rtt.json", Err: syscall.EPIPE}, false},
+		{&net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}, false},
+		{syscall.EPIPE, false},
+	} {
+		if got := stdoutGone(tc.err); got != tc.want {
+			t.Errorf("stdoutGone(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
 }
