@@ -16,7 +16,8 @@ Tests whose timing tolerances do not survive emulation are skipped (see
 downloaded or booted is reported as SKIPPED with the reason.
 
 Options:
-  --pkgs "P..."      packages under internal/ (default: $VM_PKGS or
+  --pkgs "P..."      packages under internal/, or paths such as cmd/rttscope
+                     (default: $VM_PKGS or
                      "loader replay monitor")
   --run PKG=REGEX    -test.run for PKG (default: all tests)
   --skip PKG=REGEX   -test.skip for PKG, replacing the default list
@@ -39,6 +40,11 @@ declare -A skip_re=(
 )
 declare -A run_re=()
 
+# pkgdir PKG: a package's directory in the repository (a bare name is
+# under internal/); testbin PKG: its test binary's file name.
+pkgdir() { case $1 in */*) echo "$1" ;; *) echo "internal/$1" ;; esac; }
+testbin() { echo "${1//\//_}.test"; }
+
 # --in-guest BINDIR REPO PKG=RUN=SKIP...: runs inside the VM (vmtest.sh).
 if [ "${1:-}" = --in-guest ]; then
 	bindir=$2 repo=$3
@@ -54,7 +60,7 @@ if [ "${1:-}" = --in-guest ]; then
 		echo "vmtests: package $pkg: ${args[*]}"
 		start=$(date +%s)
 		set +e
-		(cd "$repo/internal/$pkg" && "$bindir/$pkg.test" "${args[@]}" 2>&1)
+		(cd "$repo/$(pkgdir "$pkg")" && "$bindir/$(testbin "$pkg")" "${args[@]}" 2>&1)
 		prc=$?
 		set -e
 		echo "vmtests: package $pkg exit $prc in $(($(date +%s) - start))s"
@@ -115,8 +121,8 @@ done
 if [ ${#kernels[@]} -eq 0 ]; then read -r -a kernels <<<"${VM_KERNELS:-6.1 6.12}"; fi
 [ ${#pkgs[@]} -gt 0 ] || die "no packages"
 for p in "${pkgs[@]}"; do
-	[ -d "$repo/internal/$p" ] || die "no package internal/$p"
-	[[ $p =~ ^[a-z0-9_]+$ ]] || die "bad package name '$p'"
+	[[ $p =~ ^[a-z0-9_]+(/[a-z0-9_]+)*$ ]] || die "bad package name '$p'"
+	[ -d "$repo/$(pkgdir "$p")" ] || die "no package $(pkgdir "$p")"
 done
 for r in "${run_re[@]}" "${skip_re[@]}"; do
 	[[ $r != *=* ]] || die "a -run/-skip regex must not contain '=': $r"
@@ -135,7 +141,7 @@ mkdir -p "$out"
 cd "$repo"
 echo "$prog: building test binaries for ${pkgs[*]}" >&2
 for p in "${pkgs[@]}"; do
-	go test -c -o "$bindir/$p.test" "./internal/$p" || die "go test -c ./internal/$p failed"
+	go test -c -o "$bindir/$(testbin "$p")" "./$(pkgdir "$p")" || die "go test -c ./$(pkgdir "$p") failed"
 done
 # The monitor tests build cmd/rttscope in the guest: fill the host's build
 # cache so that the guest (which sees it read-only) only links.
@@ -191,7 +197,7 @@ for k in "${kernels[@]}"; do
 		}
 	' "$log" >"$out/$safe.failures"
 	for p in "${pkgs[@]}"; do
-		prc=$(sed -n "s/^vmtests: package $p exit \\([0-9]*\\) in \\([0-9]*\\)s.*/\\1 \\2/p" "$log" | tail -n1)
+		prc=$(sed -n "s|^vmtests: package $p exit \\([0-9]*\\) in \\([0-9]*\\)s.*|\\1 \\2|p" "$log" | tail -n1)
 		# Count top-level results between this package's start and end markers.
 		counts=$(awk -v p="$p" '
 			$0 ~ "^vmtests: package " p ": " { on = 1; next }
