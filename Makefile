@@ -91,11 +91,14 @@ test: lint check-generate test-go vmtest-ci
 # eviction and fallbacks (the full 6.12 run is `make vmtest`, ~25 min more).
 # The PDM programs' tests on 6.1 too (~2 min; not the lab tests: TCG's
 # noise alone can break TestLabTshark's 0.5 ms tolerances, and it cannot
-# carry TestLabBulkRetransmits' 50 Mbit/s transfers).
+# carry TestLabBulkRetransmits' 50 Mbit/s transfers), in the same boot the
+# CLI's attach and signal tests (6.1 attaches with clsact, which only an
+# orderly exit removes; ~1 min).
 VM_CI_612_REPLAY := ^(TestFallbacksSameOutput|TestSnapshotEqualsKernelSummary|TestCleanupNone|TestFlowTimeout|TestTimestampTimeout|TestOverloadEviction|TestTCPTimestampMatch|TestFlowSummaryMatchesSamples)$$
+VM_CI_61_CLI := ^(TestCLIMonitorStopsInOrderOnSIGPIPE|TestCLISignals|TestCLIUnknownInterface|TestCLINativeXDPUnsupported|TestPDMAttachAndUndo)$$
 vmtest-ci:
 	./scripts/vmtests.sh 6.1
-	./scripts/vmtests.sh --pkgs pdm --skip 'pdm=^(TestLabTshark|TestLabBulkRetransmits)$$' 6.1
+	./scripts/vmtests.sh --pkgs 'pdm cmd/rttscope' --skip 'pdm=^(TestLabTshark|TestLabBulkRetransmits)$$' --run 'cmd/rttscope=$(VM_CI_61_CLI)' 6.1
 	./scripts/vmtests.sh --run 'replay=$(VM_CI_612_REPLAY)' 6.12
 
 ## vmtest: the loader/replay/monitor tests on Debian's 6.1 and 6.12 kernels under
