@@ -141,19 +141,29 @@ func TestCLISignals(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	// endWith sends sig and wants an exit with status 0.
+	endWith := func(t *testing.T, cmd *exec.Cmd, out *testutil.Buffer, sig syscall.Signal) {
+		t.Helper()
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, cmd); code != 0 {
+			t.Errorf("exit code %d after %v, want 0; output:\n%s", code, sig, out.String())
+		}
+	}
+	// nothingLeft wants no hook of any kind left on the interface.
+	nothingLeft := func(t *testing.T) {
+		t.Helper()
+		if got := attachedTo(t, l.Middlebox, ifname); len(got) > 0 {
+			t.Errorf("left %v on %s", got, ifname)
+		}
+	}
 
 	t.Run("monitor to stdout", func(t *testing.T) {
 		cmd, out := start("monitor", "--netns", l.Middlebox.Name, "-i", ifname, "--tc-mode", "clsact")
 		waitOutput(cmd, out, "watching "+ifname)
-		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
-		if code := waitExit(t, cmd); code != 0 {
-			t.Errorf("exit code %d after SIGHUP, want 0; output:\n%s", code, out.String())
-		}
-		if got := attachedTo(t, l.Middlebox, ifname); len(got) > 0 {
-			t.Errorf("left %v on %s", got, ifname)
-		}
+		endWith(t, cmd, out, syscall.SIGHUP)
+		nothingLeft(t)
 	})
 
 	t.Run("monitor and a socket's SIGPIPE", func(t *testing.T) {
@@ -166,15 +176,8 @@ func TestCLISignals(t *testing.T) {
 		if !running(t, cmd) {
 			t.Errorf("the monitor stopped on a SIGPIPE; output:\n%s", out.String())
 		}
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if code := waitExit(t, cmd); code != 0 {
-			t.Errorf("exit code %d after SIGTERM, want 0; output:\n%s", code, out.String())
-		}
-		if got := attachedTo(t, l.Middlebox, ifname); len(got) > 0 {
-			t.Errorf("left %v on %s", got, ifname)
-		}
+		endWith(t, cmd, out, syscall.SIGTERM)
+		nothingLeft(t)
 	})
 
 	t.Run("monitor to a file", func(t *testing.T) {
@@ -201,29 +204,15 @@ func TestCLISignals(t *testing.T) {
 		if !running(t, cmd) {
 			t.Errorf("the monitor stopped on SIGHUP; output:\n%s", out.String())
 		}
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if code := waitExit(t, cmd); code != 0 {
-			t.Errorf("exit code %d after SIGTERM, want 0; output:\n%s", code, out.String())
-		}
-		if got := attachedTo(t, l.Middlebox, ifname); len(got) > 0 {
-			t.Errorf("left %v on %s", got, ifname)
-		}
+		endWith(t, cmd, out, syscall.SIGTERM)
+		nothingLeft(t)
 	})
 
 	t.Run("pdm", func(t *testing.T) {
 		cmd, out := start("pdm", "--netns", l.Middlebox.Name, "-i", ifname, "--tc-mode", "clsact")
 		waitOutput(cmd, out, "rttscope pdm: "+ifname)
-		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
-		if code := waitExit(t, cmd); code != 0 {
-			t.Errorf("exit code %d after SIGHUP, want 0; output:\n%s", code, out.String())
-		}
-		if got := attachedTo(t, l.Middlebox, ifname); len(got) > 0 {
-			t.Errorf("left %v on %s", got, ifname)
-		}
+		endWith(t, cmd, out, syscall.SIGHUP)
+		nothingLeft(t)
 	})
 
 	t.Run("lab", func(t *testing.T) {
@@ -233,12 +222,7 @@ func TestCLISignals(t *testing.T) {
 		if n := namespacesWithPrefix(t, prefix); n == 0 {
 			t.Fatalf("no namespace named %s-* while the lab is up; output:\n%s", prefix, out.String())
 		}
-		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
-		if code := waitExit(t, cmd); code != 0 {
-			t.Errorf("exit code %d after SIGHUP, want 0; output:\n%s", code, out.String())
-		}
+		endWith(t, cmd, out, syscall.SIGHUP)
 		if n := namespacesWithPrefix(t, prefix); n > 0 {
 			t.Errorf("%d namespaces named %s-* left after SIGHUP", n, prefix)
 		}
