@@ -35,12 +35,12 @@ func monitorWithTraffic(t *testing.T, l *lab.Lab, args ...string) (file, stderr 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cliBin, append([]string{"monitor", "--netns", l.Middlebox.Name, "-i", l.MiddleboxClientIf,
 		"-T", "-C", "-r", "0", "--duration", "3s", "--stats-interval", "1s", "-w", out}, args...)...)
-	var errBuf strings.Builder
+	var errBuf testutil.Buffer
 	cmd.Stderr = &errBuf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond) // attach
+	waitOutput(t, cmd, &errBuf, "watching "+l.MiddleboxClientIf)
 	labTraffic(ctx, t, l)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("rttscope monitor %v: %v\n%s", args, err, errBuf.String())

@@ -34,6 +34,22 @@ func pingDuringTest(t *testing.T, l *lab.Lab) {
 	})
 }
 
+// waitOutput waits until out, the output of cmd, holds want (such as the
+// monitor's "watching IF" once its hooks are attached), for up to a
+// minute: loading the programs takes seconds under emulation. It kills
+// cmd and fails the test when want does not come.
+func waitOutput(t *testing.T, cmd *exec.Cmd, out *testutil.Buffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("rttscope %v: no %q within a minute; output:\n%s", cmd.Args[1:], want, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // running reports whether cmd's process has not exited: not gone, not a
 // zombie waiting for Wait (which a signal 0 would still reach).
 func running(t *testing.T, cmd *exec.Cmd) bool {
@@ -130,17 +146,6 @@ func TestCLISignals(t *testing.T) {
 		}
 		return cmd, out
 	}
-	waitOutput := func(cmd *exec.Cmd, out *testutil.Buffer, want string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !strings.Contains(out.String(), want) {
-			if time.Now().After(deadline) {
-				_ = cmd.Process.Kill()
-				t.Fatalf("rttscope %v: no %q within 20 s; output:\n%s", cmd.Args[1:], want, out.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
 	// endWith sends sig and wants an exit with status 0.
 	endWith := func(t *testing.T, cmd *exec.Cmd, out *testutil.Buffer, sig syscall.Signal) {
 		t.Helper()
@@ -161,14 +166,14 @@ func TestCLISignals(t *testing.T) {
 
 	t.Run("monitor to stdout", func(t *testing.T) {
 		cmd, out := start("monitor", "--netns", l.Middlebox.Name, "-i", ifname, "--tc-mode", "clsact")
-		waitOutput(cmd, out, "watching "+ifname)
+		waitOutput(t, cmd, out, "watching "+ifname)
 		endWith(t, cmd, out, syscall.SIGHUP)
 		nothingLeft(t)
 	})
 
 	t.Run("monitor and a socket's SIGPIPE", func(t *testing.T) {
 		cmd, out := start("monitor", "--netns", l.Middlebox.Name, "-i", ifname, "--tc-mode", "clsact")
-		waitOutput(cmd, out, "watching "+ifname)
+		waitOutput(t, cmd, out, "watching "+ifname)
 		if err := cmd.Process.Signal(syscall.SIGPIPE); err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +188,7 @@ func TestCLISignals(t *testing.T) {
 	t.Run("monitor to a file", func(t *testing.T) {
 		file := t.TempDir() + "/rtt.txt"
 		cmd, out := start("monitor", "--netns", l.Middlebox.Name, "-i", ifname, "--tc-mode", "clsact", "-w", file)
-		waitOutput(cmd, out, "watching "+ifname)
+		waitOutput(t, cmd, out, "watching "+ifname)
 		if err := os.Remove(file); err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +215,7 @@ func TestCLISignals(t *testing.T) {
 
 	t.Run("pdm", func(t *testing.T) {
 		cmd, out := start("pdm", "--netns", l.Middlebox.Name, "-i", ifname, "--tc-mode", "clsact")
-		waitOutput(cmd, out, "rttscope pdm: "+ifname)
+		waitOutput(t, cmd, out, "rttscope pdm: "+ifname)
 		endWith(t, cmd, out, syscall.SIGHUP)
 		nothingLeft(t)
 	})
@@ -218,7 +223,7 @@ func TestCLISignals(t *testing.T) {
 	t.Run("lab", func(t *testing.T) {
 		prefix := fmt.Sprintf("rtt-hup%d", os.Getpid()%100000)
 		cmd, out := start("lab", "--prefix", prefix)
-		waitOutput(cmd, out, "lab up")
+		waitOutput(t, cmd, out, "lab up")
 		if n := namespacesWithPrefix(t, prefix); n == 0 {
 			t.Fatalf("no namespace named %s-* while the lab is up; output:\n%s", prefix, out.String())
 		}

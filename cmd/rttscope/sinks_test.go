@@ -245,13 +245,13 @@ func TestMonitorAllSinks(t *testing.T) {
 		"-T", "-C", "--aggregate", "1s", "-F", "jsonl", "-w", out, "--metrics-addr", addr,
 		"--kafka", "brokers="+k.Addr+",topic="+topic+",format=protobuf",
 		"--anonymize", "pfx", "--anon-key-file", writeKey(t, 32))
-	var stderr strings.Builder
+	var stderr testutil.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	time.Sleep(700 * time.Millisecond) // attach
+	waitOutput(t, cmd, &stderr, "watching "+l.MiddleboxClientIf)
 	labTraffic(ctx, t, l)
 	time.Sleep(2500 * time.Millisecond) // two more intervals: the last samples are in the file
 	want := fileAggregates(t, out)
