@@ -71,11 +71,7 @@ func noArgs(name string) cobra.PositionalArgs {
 // SIGTERM or SIGHUP cancelling it (stopContext), writes its files
 // (JSON, CSV, HTML report) and prints its summary with print.
 func runStudy(cmd *cobra.Command, out string, print func(io.Writer, *bench.Result) error, run func(ctx context.Context) (*bench.Result, error)) error {
-	parent := cmd.Context()
-	if parent == nil {
-		parent = context.Background()
-	}
-	ctx, stop := stopContext(parent, true)
+	ctx, stop := stopContext(cmd.Context(), true)
 	defer stop()
 	res, runErr := run(ctx)
 	if res == nil {

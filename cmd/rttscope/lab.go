@@ -117,9 +117,6 @@ func labConfig(specs []string, prefix string, queue int, userspace bool) (lab.Co
 }
 
 func runLab(parent context.Context, out io.Writer, cfg lab.Config) error {
-	if parent == nil {
-		parent = context.Background()
-	}
 	if os.Geteuid() != 0 {
 		return errors.New("lab: must run as root (creates network namespaces)")
 	}

@@ -113,7 +113,7 @@ func (o *outputFlags) validate() error {
 // hupReopens reports whether SIGHUP reopens or rotates the output (a
 // --write file); else it is one of the signals that stop a command
 // (stopContext).
-func (o *outputFlags) hupReopens() bool { return o.write != "" && o.write != "-" }
+func (o *outputFlags) hupReopens() bool { return !output.IsStdoutPath(o.write) }
 
 // open returns the writer and a function that finishes the output. The
 // privacy writer comes first; behind it the file (or stdout) writer, or,

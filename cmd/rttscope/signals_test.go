@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rttscope/rttscope/internal/lab"
+	"github.com/rttscope/rttscope/internal/nsrun"
 	"github.com/rttscope/rttscope/internal/testutil"
 	"github.com/rttscope/rttscope/internal/traffic"
 )
@@ -50,19 +53,17 @@ func waitOutput(t *testing.T, cmd *exec.Cmd, out *testutil.Buffer, want string) 
 	}
 }
 
-// running reports whether cmd's process has not exited: not gone, not a
-// zombie waiting for Wait (which a signal 0 would still reach).
+// running reports whether cmd's process has not exited, without reaping
+// it (waitid with WNOWAIT, as os/exec itself does): a process that exited
+// and waits for Wait would still take a signal 0.
 func running(t *testing.T, cmd *exec.Cmd) bool {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 	if err != nil {
-		return false
+		t.Fatalf("waitid %d: %v", cmd.Process.Pid, err)
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		t.Fatalf("malformed /proc/%d/stat: %q", cmd.Process.Pid, b)
-	}
-	return b[i+2] != 'Z' && b[i+2] != 'X'
+	return info.Signo == 0 // no child state to report: still running
 }
 
 // waitExit waits up to 20 s for cmd and returns its exit code (-1 when a
@@ -238,7 +239,7 @@ func TestCLISignals(t *testing.T) {
 // whose name starts with prefix-.
 func namespacesWithPrefix(t *testing.T, prefix string) int {
 	t.Helper()
-	ents, err := os.ReadDir("/run/netns")
+	ents, err := os.ReadDir(nsrun.Dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}

@@ -44,11 +44,14 @@ type File struct {
 	closed   bool
 }
 
+// IsStdoutPath reports whether path names stdout for Open ("-" or "").
+func IsStdoutPath(path string) bool { return path == "" || path == "-" }
+
 // Open opens path for appending, creating it with mode 0644 if needed.
 // "-" or "" means stdout, which Reopen leaves alone and Close does not
 // close.
 func Open(path string) (*File, error) {
-	if path == "" || path == "-" {
+	if IsStdoutPath(path) {
 		return &File{f: os.Stdout}, nil
 	}
 	f, err := openAppend(path)

@@ -215,9 +215,9 @@ const liveReplayOutlier = 10 * time.Millisecond
 // and starts (QUIC spin periods lie back to back) moved by +-1.5 ms. So
 // every sample must agree within liveReplayTolerance except at most
 // max(2, n/20) per flow, which must agree within liveReplayOutlier (or
-// the tolerance, under emulation, when that is larger). A replay that pairs other packets than the live
-// run differs by a packet interval or a whole RTT on most samples and
-// still fails.
+// the tolerance, under emulation, when that is larger). A replay that
+// pairs other packets than the live run differs by a packet interval or
+// a whole RTT on most samples and still fails.
 func checkLiveReplay(t reporter, what string, live, rep []events.RTT) dist {
 	t.Helper()
 	return checkLiveReplayWithin(t, what, live, rep, liveReplayTolerance(), max(liveReplayOutlier, liveReplayTolerance()))

@@ -249,35 +249,26 @@ func BulkStats(ctx context.Context, client *lab.Node, dst netip.AddrPort, d time
 			werr = err
 			break
 		}
-		_ = rawControl(conn, func(fd int) error {
-			ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-			if err == nil {
-				srtts = append(srtts, time.Duration(ti.Rtt)*time.Microsecond)
-			}
-			return err
-		})
+		if ti, err := tcpInfo(conn); err == nil {
+			srtts = append(srtts, time.Duration(ti.Rtt)*time.Microsecond)
+		}
 	}
 	res.Duration = time.Since(start)
-	if err := rawControl(conn, func(fd int) error {
-		ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-		if err != nil {
-			return err
-		}
-		// tcpi_bytes_acked counts sequence space, including the SYN.
-		if ti.Bytes_acked > 0 {
-			res.Bytes = ti.Bytes_acked - 1
-		}
-		res.Timestamps = ti.Options&tcpiOptTimestamps != 0
-		res.SRTT = time.Duration(ti.Rtt) * time.Microsecond
-		res.MedianSRTT = res.SRTT
-		if len(srtts) > 0 {
-			res.MedianSRTT = stats.Median(srtts)
-		}
-		res.Retransmits = ti.Total_retrans
-		return nil
-	}); err != nil {
+	ti, err := tcpInfo(conn)
+	if err != nil {
 		return res, fmt.Errorf("bulk: TCP_INFO: %w", err)
 	}
+	// tcpi_bytes_acked counts sequence space, including the SYN.
+	if ti.Bytes_acked > 0 {
+		res.Bytes = ti.Bytes_acked - 1
+	}
+	res.Timestamps = ti.Options&tcpiOptTimestamps != 0
+	res.SRTT = time.Duration(ti.Rtt) * time.Microsecond
+	res.MedianSRTT = res.SRTT
+	if len(srtts) > 0 {
+		res.MedianSRTT = stats.Median(srtts)
+	}
+	res.Retransmits = ti.Total_retrans
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
@@ -285,4 +276,13 @@ func BulkStats(ctx context.Context, client *lab.Node, dst netip.AddrPort, d time
 		return res, fmt.Errorf("bulk: send to %s: %w", dst, werr)
 	}
 	return res, nil
+}
+
+// tcpInfo reads the connection's struct tcp_info (TCP_INFO).
+func tcpInfo(conn *net.TCPConn) (ti *unix.TCPInfo, err error) {
+	cerr := rawControl(conn, func(fd int) error {
+		ti, err = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		return nil
+	})
+	return ti, errors.Join(cerr, err)
 }
