@@ -3,8 +3,6 @@ package main
 import (
 	"net/netip"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -149,7 +147,8 @@ func runPDMRead(cmd *cobra.Command, of *outputFlags, ro pdm.ReadOptions) error {
 	}
 	ro.Output, ro.Log = out, os.Stderr
 	ro.FirstPacket = of.setTimeOrigin // --relative-time counts from the first packet
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	// Offline: nothing to undo, so SIGHUP keeps its default.
+	ctx, stop := stopContext(cmd.Context(), false)
 	defer stop()
 	_, err = pdm.Read(ctx, ro)
 	// Finish the output (closing "]" for json) before the error is

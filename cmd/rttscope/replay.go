@@ -3,9 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -132,7 +130,8 @@ func newReplayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			// Offline: nothing to undo, so SIGHUP keeps its default.
+			ctx, stop := stopContext(cmd.Context(), false)
 			defer stop()
 			_, err = rp.Run(ctx, out)
 			// Finish the output (closing "]" for json) before the error

@@ -14,7 +14,9 @@ import (
 // is to exit on the spot, which leaves a clsact attach (kernels before
 // 6.6, where hooks are not links held by the process) and a lab's
 // namespaces behind. hup is false where SIGHUP has another meaning: a
-// --write file is reopened or rotated on it (outputFlags.hupReopens).
+// --write file is reopened or rotated on it (outputFlags.hupReopens),
+// and the offline commands (replay, pdm --read), which attach nothing,
+// keep SIGHUP's default.
 func stopContext(parent context.Context, hup bool) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		parent = context.Background()
