@@ -12,7 +12,8 @@
 
 enum counter {
 	/* packets the general path looked at; the stats record's packets
-	 * adds COUNTER_FAST_PATH's, so that a packet bumps one counter */
+	 * adds COUNTER_FAST_PATH's, so that a packet bumps one counter (on
+	 * the fast path, one in FAST_COUNT_BATCH) */
 	COUNTER_PACKETS,
 	COUNTER_RTT_EVENTS, /* events sent to user space */
 	COUNTER_FLOW_EVENTS,
@@ -51,7 +52,9 @@ enum counter {
 	COUNTER_QUIC_SPIN_REJECTED,
 	/* QUIC flow directions whose spin bit looked random: no samples */
 	COUNTER_QUIC_SPIN_RANDOM,
-	/* packets the fast path took whole (fastpath.h) */
+	/* packets the fast path took whole (fastpath.h): added FAST_COUNT_BATCH
+	 * at a time and when their flow goes; user space adds what the flows
+	 * still there keep (loader, StatsExact) */
 	COUNTER_FAST_PATH,
 	COUNTER_NR,
 };
@@ -67,10 +70,10 @@ struct {
 	__uint(max_entries, COUNTER_NR);
 } counters SEC(".maps");
 
-/* The only way to bump a counter. A plain increment: the slot is this
+/* The only way to change a counter: add n. A plain add: the slot is this
  * CPU's own. Recent verifiers inline the lookup of a per-CPU array, so one
- * lookup per bump costs a few instructions. */
-static __always_inline void count(enum counter c)
+ * lookup per update costs a few instructions. */
+static __always_inline void count_add(enum counter c, __u64 n)
 {
 	__u32 key = c;
 	__u64 *v;
@@ -79,7 +82,12 @@ static __always_inline void count(enum counter c)
 		return;
 	v = bpf_map_lookup_elem(&counters, &key);
 	if (v)
-		*v += 1;
+		*v += n;
+}
+
+static __always_inline void count(enum counter c)
+{
+	count_add(c, 1);
 }
 
 /* Counts an RTT sample of source (enum rtt_source). */

@@ -21,7 +21,12 @@
  * totals below run from the flow's creation, and the base_* fields keep
  * what they were at activation, so no packet writes the other side's half. */
 struct flow_dir_state {
-	__u64 sent_pkts; /* tracked packets this side sent since the flow began */
+	/* Tracked packets this side sent since the flow began: bits 0-47
+	 * (dir_pkts). Bits 48-63 are the fast path's packets among them
+	 * not yet added to COUNTER_FAST_PATH (fastpath.h, fast_count): a
+	 * count kept in the word every packet of this side writes anyway,
+	 * so that it costs no cache line of its own. */
+	__u64 sent_pkts;
 	__u64 sent_bytes; /* their payload bytes (after the transport header) */
 	__u64 last_seen; /* time of this side's last packet */
 	__u64 last_timestamp; /* time of the last timestamp attempt */
@@ -68,6 +73,23 @@ struct flow_dir_state {
 		__u64 agg_ref[2];
 	} u;
 };
+
+/* The packet count in flow_dir_state.sent_pkts and the fast path's
+ * unflushed count above it. 2^48 packets are 325 days of one direction at
+ * ten million packets a second. */
+#define SENT_PKTS_BITS 48
+#define SENT_PKTS_MASK ((1ULL << SENT_PKTS_BITS) - 1)
+
+static __always_inline __u64 dir_pkts(const struct flow_dir_state *d)
+{
+	return d->sent_pkts & SENT_PKTS_MASK;
+}
+
+/* The fast path's packets of d's side not yet in COUNTER_FAST_PATH. */
+static __always_inline __u64 dir_fast_unflushed(const struct flow_dir_state *d)
+{
+	return d->sent_pkts >> SENT_PKTS_BITS;
+}
 
 /* One timestamp of d's direction is gone (matched, dropped, expired or
  * evicted). The count is approximate, CPUs race on it: never below zero,

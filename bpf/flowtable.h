@@ -201,12 +201,27 @@ static __always_inline void flow_used_add(__u32 i, __s64 delta)
 		__sync_fetch_and_add(w, delta << (i % FLOW_USED_BITS));
 }
 
+/* Adds the fast path's packets that the flow's directions still keep
+ * (dir_fast_unflushed) to their counter: the flow is going. A packet of the
+ * flow still on the fast path on another CPU can add one after this read,
+ * which is then not counted: a window of nanoseconds, like the flow's
+ * other races (handle_packet). */
+static __always_inline void flow_flush_fast(const struct flow_state *fs)
+{
+	__u64 n = dir_fast_unflushed(&fs->dir[0]) +
+		  dir_fast_unflushed(&fs->dir[1]);
+
+	if (n)
+		count_add(COUNTER_FAST_PATH, n);
+}
+
 /* Empties a slot taken by flow_take(). Its bit goes first, while the slot
  * is still claimed: a creator can only set it again after the swap below.
  * A swap rather than a store: it also orders the caller's reads of the slot
  * before the slot can be reused. */
 static __always_inline void flow_free(struct flow_slot *s)
 {
+	flow_flush_fast(&s->state);
 	flow_used_add(s->index, -1);
 	__sync_val_compare_and_swap(&s->tag, FLOW_TAG_CLAIMED, 0);
 }
@@ -275,6 +290,7 @@ static __always_inline struct flow_slot *flow_evict(__u32 base, __u64 now)
 		return NULL;
 	if (cfg_flow_summary)
 		bpf_map_delete_elem(&summary_map, &victim->key);
+	flow_flush_fast(&victim->state);
 	count(COUNTER_FLOWS_EVICTED);
 	count(COUNTER_FLOWS_DELETED);
 	return victim;

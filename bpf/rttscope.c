@@ -175,9 +175,9 @@ static __always_inline void fill_rtt_event(struct rtt_event *e,
 	e->rtt = rtt;
 	e->min_rtt = orig->min_rtt;
 	e->srtt = orig->srtt;
-	e->sent_pkts = orig->sent_pkts - orig->base_sent_pkts;
+	e->sent_pkts = dir_pkts(orig) - orig->base_sent_pkts;
 	e->sent_bytes = orig->sent_bytes - orig->base_sent_bytes;
-	e->rec_pkts = rec->sent_pkts - orig->u.base_rec.pkts;
+	e->rec_pkts = dir_pkts(rec) - orig->u.base_rec.pkts;
 	e->rec_bytes = rec->sent_bytes - orig->u.base_rec.bytes;
 	e->reserved2 = 0;
 	if (cfg_track_dns && p->dns.kind == SRC_INFO_DNS) {
@@ -285,10 +285,10 @@ static __always_inline void activate_dir(struct packet_info *p,
 	d->open_reason = p->event_type == FLOW_EVENT_OPENING ?
 				 p->event_reason :
 				 EVENT_REASON_FIRST_OBS_PCKT;
-	d->base_sent_pkts = d->sent_pkts;
+	d->base_sent_pkts = dir_pkts(d);
 	d->base_sent_bytes = d->sent_bytes;
 	if (!cfg_aggregate) { /* the space holds agg_ref */
-		d->u.base_rec.pkts = peer->sent_pkts;
+		d->u.base_rec.pkts = dir_pkts(peer);
 		d->u.base_rec.bytes = peer->sent_bytes;
 	}
 }

@@ -153,7 +153,7 @@ static __always_inline void summary_fill(struct flow_summary_event *e,
 	e->flow.reserved = 0;
 	for (i = 0; i < 2; i++) {
 		side = (i ^ fs->opener) & 1;
-		e->dir[i].pkts = fs->dir[side].sent_pkts;
+		e->dir[i].pkts = dir_pkts(&fs->dir[side]);
 		e->dir[i].bytes = fs->dir[side].sent_bytes;
 		e->dir[i].min = fs->dir[side].min_rtt;
 		e->dir[i].count = s->dir[side].count;

@@ -314,7 +314,10 @@ type Stats struct {
 	// FastPathPackets counts the packets the fast path took whole
 	// (bpf/fastpath.h: TCP segments of existing IPv4 flows that change
 	// only counters), which Packets includes; Packets less it took the
-	// general path.
+	// general path. The kernel adds them 16 at a time per flow
+	// direction: a periodic record's count (and so Packets) lags by up
+	// to 15 per direction of a flow still tracked, a run's last record
+	// and replay's are exact (docs/design.md).
 	FastPathPackets uint64
 	// Variant names the variant of each optional part in use, as
 	// "cleanup=iterator summaries=map-walk" (loader.Variant); empty in

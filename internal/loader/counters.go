@@ -6,6 +6,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/rttscope/rttscope/internal/events"
+	"github.com/rttscope/rttscope/internal/probe"
 	"github.com/rttscope/rttscope/internal/telemetry"
 )
 
@@ -50,12 +51,33 @@ func sumCounter(m *ebpf.Map, k uint32, perCPU *[]uint64) (uint64, error) {
 	return n, nil
 }
 
-// Stats fills the counters of the telemetry record from the kernel's.
+// Stats fills the counters of the telemetry record from the kernel's. The
+// fast path's packets (packets, fast_path_packets) lag by up to
+// FAST_COUNT_BATCH-1 per direction of a flow still in the table
+// (bpf/fastpath.h, fast_count): a periodic record costs no walk of the
+// table. StatsExact counts them too.
 func (o *Objects) Stats(s *events.Stats) error {
 	c, err := o.ReadCounters()
 	if err != nil {
 		return err
 	}
+	s.SetCounters(&c)
+	return nil
+}
+
+// StatsExact is Stats with the fast path's packets that the flows in the
+// table still keep: one walk of the slots in use, for a run's last record
+// and for replay.
+func (o *Objects) StatsExact(s *events.Stats) error {
+	c, err := o.ReadCounters()
+	if err != nil {
+		return err
+	}
+	kept, err := o.unflushedFastPackets()
+	if err != nil {
+		return err
+	}
+	c[probe.RttscopeCounterCOUNTER_FAST_PATH] += kept
 	s.SetCounters(&c)
 	return nil
 }

@@ -46,7 +46,7 @@ const flowUsedBits = 64
 // flowUsedWords is the size of flow_used for a table of this many slots.
 func flowUsedWords(slots uint32) uint32 { return (slots + flowUsedBits - 1) / flowUsedBits }
 
-// sparseSlots: Summaries.walk reads the flow table slot by slot while
+// sparseSlots: walkFlowSlots reads the flow table slot by slot while
 // fewer than 1/sparseSlots of its slots are in use, and in batches of
 // every slot otherwise: one lookup (~2 us here) costs about as much as
 // reading 8 slots in a batch (~0.25 us each; BenchmarkSummaryWalk).
@@ -76,6 +76,69 @@ func (o *Objects) usedSlots() ([]uint32, error) {
 		}
 	}
 	return out, nil
+}
+
+// walkFlowSlots calls visit with the slots of the flow table that may hold
+// a flow (visit checks the tag: a slot can be emptied or claimed between
+// the bitmap's read and its own). A sparse table is read slot by slot,
+// only the slots flow_used marks; a fuller one in batches of every slot.
+func (o *Objects) walkFlowSlots(visit func(*probe.RttscopeFlowSlot) error) error {
+	used, err := o.usedSlots()
+	if err != nil {
+		return err
+	}
+	if uint64(len(used))*sparseSlots < uint64(o.FlowMap.MaxEntries()) {
+		var slot probe.RttscopeFlowSlot
+		for _, i := range used {
+			if err := o.FlowMap.Lookup(i, &slot); err != nil {
+				return fmt.Errorf("read flow table: %w", err)
+			}
+			if err := visit(&slot); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	const batch = 1024
+	idx := make([]uint32, batch)
+	slots := make([]probe.RttscopeFlowSlot, batch)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := o.FlowMap.BatchLookup(&cursor, idx, slots, nil)
+		for i := range slots[:n] {
+			if err := visit(&slots[i]); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil // that was the last batch
+		}
+		if err != nil {
+			return fmt.Errorf("read flow table: %w", err)
+		}
+	}
+}
+
+// sentPktsBits is SENT_PKTS_BITS (bpf/flow.h): a flow direction's
+// sent_pkts holds its packet count below it and, above it, the fast path's
+// packets not yet added to COUNTER_FAST_PATH.
+const sentPktsBits = 48
+
+// DirPackets is a flow direction's packet count (dir_pkts).
+func DirPackets(sentPkts uint64) uint64 { return sentPkts & (1<<sentPktsBits - 1) }
+
+// unflushedFastPackets returns the fast path's packets that the flows in
+// the table keep and have not yet added to COUNTER_FAST_PATH (bpf/flow.h,
+// dir_fast_unflushed: up to FAST_COUNT_BATCH-1 per direction).
+func (o *Objects) unflushedFastPackets() (uint64, error) {
+	var n uint64
+	err := o.walkFlowSlots(func(slot *probe.RttscopeFlowSlot) error {
+		if slot.Tag > flowTagClaimed {
+			n += slot.State.Dir[0].SentPkts>>sentPktsBits + slot.State.Dir[1].SentPkts>>sentPktsBits
+		}
+		return nil
+	})
+	return n, err
 }
 
 // FlowTableSlots is how many flows a table sized for n (--flow-map-size)

@@ -120,11 +120,9 @@ func (s *Summaries) Snapshot(fn func(*events.FlowSummary) error) error {
 }
 
 // walk is the snapshot without iterators: what summary_fill (bpf/summary.h)
-// does in the kernel, done here from the flow table and the summary map.
-// A sparse table is read slot by slot, only the slots flow_used marks; a
-// fuller one in batches of every slot. Flows that end during the walk may
-// be missed or reported; their final summary comes through the ring
-// buffer either way.
+// does in the kernel, done here from the flow table (walkFlowSlots) and the
+// summary map. Flows that end during the walk may be missed or reported;
+// their final summary comes through the ring buffer either way.
 func (s *Summaries) walk(fn func(*events.FlowSummary) error) error {
 	now, err := s.objs.kernelNow()
 	if err != nil {
@@ -144,40 +142,7 @@ func (s *Summaries) walk(fn func(*events.FlowSummary) error) error {
 		fillSummary(&s.s, tupleBytes(&slot.Key), &slot.State, &sum, now, s.dec.ClockOffset)
 		return fn(&s.s)
 	}
-	used, err := s.objs.usedSlots()
-	if err != nil {
-		return err
-	}
-	if uint64(len(used))*sparseSlots < uint64(s.objs.FlowMap.MaxEntries()) {
-		var slot probe.RttscopeFlowSlot
-		for _, i := range used {
-			if err := s.objs.FlowMap.Lookup(i, &slot); err != nil {
-				return fmt.Errorf("read flow table: %w", err)
-			}
-			if err := visit(&slot); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	const batch = 1024
-	idx := make([]uint32, batch)
-	slots := make([]probe.RttscopeFlowSlot, batch)
-	var cursor ebpf.MapBatchCursor
-	for {
-		n, err := s.objs.FlowMap.BatchLookup(&cursor, idx, slots, nil)
-		for i := range slots[:n] {
-			if err := visit(&slots[i]); err != nil {
-				return err
-			}
-		}
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return nil // that was the last batch
-		}
-		if err != nil {
-			return fmt.Errorf("read flow table: %w", err)
-		}
-	}
+	return s.objs.walkFlowSlots(visit)
 }
 
 // fillSummary builds a periodic summary (Reason 0) as the kernel's
@@ -194,7 +159,7 @@ func fillSummary(out *events.FlowSummary, key []byte, fs *probe.RttscopeFlowStat
 	for i, d := range []*events.FlowDirSummary{&out.Src, &out.Dst} {
 		side := (i ^ int(fs.Opener)) & 1
 		f, m := &fs.Dir[side], &sum.Dir[side]
-		d.Set(f.SentPkts, f.SentBytes, m.Count, m.Sum, f.MinRtt, m.Max, m.Hist[:], m.SourceCount[:])
+		d.Set(DirPackets(f.SentPkts), f.SentBytes, m.Count, m.Sum, f.MinRtt, m.Max, m.Hist[:], m.SourceCount[:])
 	}
 }
 

@@ -370,7 +370,7 @@ func (s *session) close(err error) error {
 	if flushErr == nil {
 		err = errors.Join(err, s.reader.drain())
 	}
-	err = errors.Join(err, s.collect(), s.drainSummaries(), s.stats.write(), s.out.Flush())
+	err = errors.Join(err, s.collect(), s.drainSummaries(), s.stats.writeFinal(), s.out.Flush())
 	return errors.Join(err, s.release())
 }
 
@@ -395,12 +395,18 @@ type statsWriter struct {
 	warned bool
 }
 
-// write writes one record. Failing to read the kernel counters ends the
+// write writes one periodic record (its fast-path packet counts lag:
+// loader.Objects.Stats). Failing to read the kernel counters ends the
 // run; a telemetry part that cannot be read is left out of the record and
 // logged once.
-func (w *statsWriter) write() error {
+func (w *statsWriter) write() error { return w.writeWith(w.objs.Stats) }
+
+// writeFinal writes the run's last record, its counts exact.
+func (w *statsWriter) writeFinal() error { return w.writeWith(w.objs.StatsExact) }
+
+func (w *statsWriter) writeWith(read func(*events.Stats) error) error {
 	var s events.Stats
-	if err := w.objs.Stats(&s); err != nil {
+	if err := read(&s); err != nil {
 		return err
 	}
 	if err := w.tel.Fill(&s); err != nil && !w.warned {

@@ -126,8 +126,8 @@ func (e *Engine) Drain() error {
 	return nil
 }
 
-// Stats returns the kernel counters.
-func (e *Engine) Stats(s *events.Stats) error { return e.objs.Stats(s) }
+// Stats returns the kernel counters, exact (loader.Objects.StatsExact).
+func (e *Engine) Stats(s *events.Stats) error { return e.objs.StatsExact(s) }
 
 // Close releases everything.
 func (e *Engine) Close() error {

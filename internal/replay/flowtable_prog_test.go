@@ -175,7 +175,7 @@ func TestFlowTableConcurrentCreation(t *testing.T) {
 	lost := 0 // rounds where one thread met the other's creation under way
 	for _, s := range slots {
 		seen[s.Key]++
-		if s.State.Dir[0].SentPkts+s.State.Dir[1].SentPkts == 1 {
+		if loader.DirPackets(s.State.Dir[0].SentPkts)+loader.DirPackets(s.State.Dir[1].SentPkts) == 1 {
 			lost++
 		}
 	}
