@@ -124,8 +124,12 @@ func (o *Objects) walkFlowSlots(visit func(*probe.RttscopeFlowSlot) error) error
 // packets not yet added to COUNTER_FAST_PATH.
 const sentPktsBits = 48
 
-// DirPackets is a flow direction's packet count (dir_pkts).
+// DirPackets is a flow direction's packet count (dir_pkts). A drift from
+// the C constant fails TestFastPathCountsInBatches (internal/replay).
 func DirPackets(sentPkts uint64) uint64 { return sentPkts & (1<<sentPktsBits - 1) }
+
+// dirFastUnflushed is what dir_fast_unflushed reads of the same word.
+func dirFastUnflushed(sentPkts uint64) uint64 { return sentPkts >> sentPktsBits }
 
 // unflushedFastPackets returns the fast path's packets that the flows in
 // the table keep and have not yet added to COUNTER_FAST_PATH (bpf/flow.h,
@@ -134,7 +138,7 @@ func (o *Objects) unflushedFastPackets() (uint64, error) {
 	var n uint64
 	err := o.walkFlowSlots(func(slot *probe.RttscopeFlowSlot) error {
 		if slot.Tag > flowTagClaimed {
-			n += slot.State.Dir[0].SentPkts>>sentPktsBits + slot.State.Dir[1].SentPkts>>sentPktsBits
+			n += dirFastUnflushed(slot.State.Dir[0].SentPkts) + dirFastUnflushed(slot.State.Dir[1].SentPkts)
 		}
 		return nil
 	})
