@@ -39,10 +39,22 @@ const (
 	// what the programs cost where the accounting is off.
 	MetricBPFNetNsPerPkt  = "bpf_net_ns_per_packet"
 	MetricToolCPUShareNet = "monitor_cpu_share_net"
+	// bpf_ns_per_packet split by direction: the run time of the
+	// programs at one hook / the packets the interface sent (egress) or
+	// received (ingress). On the lab's router the egress carries the data
+	// toward the server and the ingress its ACKs, so a monitor's figure
+	// over the empty program's is issue 15's per-hook ratio on a busy
+	// path (the steps lab's is on sparse traffic).
+	MetricBPFNsPerPktEgress  = "bpf_ns_per_packet_egress"
+	MetricBPFNsPerPktIngress = "bpf_ns_per_packet_ingress"
 )
 
+// minHookPackets is the fewest packets in one direction of a window for
+// its per-hook figure.
+const minHookPackets = 1000
+
 func init() {
-	registerDirections(LowerFaster, MetricBPFNsPerPkt, MetricBPFNetNsPerPkt)
+	registerDirections(LowerFaster, MetricBPFNsPerPkt, MetricBPFNetNsPerPkt, MetricBPFNsPerPktEgress, MetricBPFNsPerPktIngress)
 }
 
 // MonitorOptions configure `rttscope bench monitor`.
@@ -135,6 +147,15 @@ type MonitorWindow struct {
 	StopSeconds  float64 `json:"stop_s,omitempty"`
 	CPUPinned    cpuUse  `json:"cpu"`
 	ToolStderr   string  `json:"stderr,omitempty"`
+	// BPFHooks are the run counts and times by hook (egress, ingress).
+	BPFHooks map[string]MonitorHookRun `json:"bpf_hooks,omitempty"`
+}
+
+// MonitorHookRun is bpf_stats' reading of one hook's programs in a
+// window.
+type MonitorHookRun struct {
+	Runs uint64 `json:"run_cnt"`
+	Ns   uint64 `json:"run_time_ns"`
 }
 
 // monState is the state of a monitor study run.
@@ -144,7 +165,7 @@ type monState struct {
 	tool     monitorTool
 	started  time.Time
 	attached time.Time // when its programs were found (or started, without)
-	progs    []*ebpf.Program
+	progs    []hookProgram
 	capDir   string
 	residual *statsResidual
 }
@@ -231,6 +252,8 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			{MetricBPFNsPerPkt, "ns", "bpf_stats run time of every program on the interface / packets through it (0 for monitors without BPF)", true},
 			{MetricToolCPUShareNet, "share", "monitor_cpu_share without bpf_stats' residual: (BPF run time - residual x runs + the monitor's processes) / (busy CPU time - residual x runs)", true},
 			{MetricBPFNetNsPerPkt, "ns", "(bpf_stats run time - residual x runs) / packets; the residual is an empty program's reported run time per run under BPF_PROG_TEST_RUN, the least measured before the run and before every window so far", true},
+			{MetricBPFNsPerPktEgress, "ns", "bpf_stats run time of the programs at TCX/tc egress / packets the interface sent (the data toward the server); none under 1,000 packets a window", false},
+			{MetricBPFNsPerPktIngress, "ns", "bpf_stats run time of the programs at TCX/tc ingress and XDP / packets the interface received (the server's ACKs); none under 1,000 packets a window", false},
 			{MetricSamplesPerS, "samples/s", "rttscope: RTT records (per-sample, sampled), aggregated samples (aggregated), flow records (flow-summary); others: output lines; over the monitor's life", true},
 			{MetricLostPerS, "lost/s", "rttscope: ring buffer, timestamp/flow/prefix map full; tcpdump: packets dropped by kernel; over the monitor's life", false},
 			{MetricOutputBPS, "bytes/s", "capture file (tcpdump) or stdout+stderr bytes (externals) over the monitor's life", false},
@@ -261,7 +284,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	}
 	if o.Empty {
 		st.Configs = append(st.Configs, StudyConfig{Name: ProgEmpty, Setup: ms.setupEmpty})
-		st.Details[ProgEmpty] = "an empty tc program (return TC_ACT_UNSPEC) attached by the bench to TCX egress and ingress of the watched interface: what any tc-based monitor pays before doing anything (hook dispatch, program call, bpf_stats' accounting)"
+		st.Details[ProgEmpty] = "an empty tc program (return TC_ACT_UNSPEC) attached by the bench to TCX egress and ingress of the watched interface, one instance per hook: what any tc-based monitor pays before doing anything (hook dispatch, program call, bpf_stats' accounting)"
 	}
 	if o.Tcpdump {
 		cfg := StudyConfig{Name: ToolTcpdump}
@@ -330,7 +353,7 @@ func (ms *monState) starter(sc loadScenario) func(context.Context) (func() error
 // teardown stops the current tool if the window did not.
 func (ms *monState) teardown() error {
 	for _, p := range ms.progs {
-		p.Close()
+		p.prog.Close()
 	}
 	ms.progs = nil
 	if ms.tool == nil {
@@ -352,10 +375,10 @@ func (ms *monState) noteStale() {
 		return
 	}
 	for _, p := range progs {
-		if id, ok := programID(p); ok {
+		if id, ok := programID(p.prog); ok {
 			ms.lb.stale[id] = true
 		}
-		_ = p.Close() // only its ID was needed
+		_ = p.prog.Close() // only its ID was needed
 	}
 }
 
@@ -379,7 +402,7 @@ func (ms *monState) setupRttscope(ctx context.Context, bin, mode string) (func()
 		_ = ms.teardown() // the attach error is the one to report
 		return nil, err
 	}
-	ms.progs, ms.attached = []*ebpf.Program{eg, in}, time.Now()
+	ms.progs, ms.attached = []hookProgram{{hookEgress, eg}, {hookIngress, in}}, time.Now()
 	return ms.teardown, nil
 }
 
@@ -414,15 +437,15 @@ func (ms *monState) waitStarted(ctx context.Context, d time.Duration) error {
 
 // freshPrograms are the programs on the interface that were not there
 // before the current monitor started.
-func (ms *monState) freshPrograms() ([]*ebpf.Program, error) {
+func (ms *monState) freshPrograms() ([]hookProgram, error) {
 	progs, err := attachedPrograms(ms.lb.lab.Middlebox.Name, ms.lb.ifidx)
 	if err != nil {
 		return nil, err
 	}
 	out := progs[:0]
 	for _, p := range progs {
-		if id, ok := programID(p); ok && ms.lb.stale[id] {
-			_ = p.Close() // a stopped monitor's
+		if id, ok := programID(p.prog); ok && ms.lb.stale[id] {
+			_ = p.prog.Close() // a stopped monitor's
 			continue
 		}
 		out = append(out, p)
@@ -431,7 +454,7 @@ func (ms *monState) freshPrograms() ([]*ebpf.Program, error) {
 }
 
 // waitPrograms waits up to d for BPF programs on the monitored interface.
-func (ms *monState) waitPrograms(ctx context.Context, d time.Duration) ([]*ebpf.Program, error) {
+func (ms *monState) waitPrograms(ctx context.Context, d time.Duration) ([]hookProgram, error) {
 	deadline := time.Now().Add(d)
 	for {
 		progs, err := ms.freshPrograms()
@@ -467,14 +490,15 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 	// slower interface and sink counters (lb.snap): each set of rates
 	// uses its own interval.
 	type fast struct {
-		t        time.Time
-		cpu      cpuTimes
-		runs, ns uint64
-		tool     procCPU
+		t      time.Time
+		cpu    cpuTimes
+		bpf    bpfRun
+		byHook map[string]bpfRun
+		tool   procCPU
 	}
 	readFast := func() fast {
 		f := fast{cpu: readCPUTimesOf(cpus)}
-		f.runs, f.ns = bpfTotals(ms.progs)
+		f.bpf, f.byHook = bpfTotals(ms.progs)
 		if ms.tool != nil {
 			f.tool = ms.tool.cpu()
 		}
@@ -501,10 +525,18 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 	}
 	sec := s1.tIf.Sub(s0.tIf).Seconds()
 	fsec := f1.t.Sub(f0.t).Seconds()
-	w := MonitorWindow{BPFRuns: f1.runs - f0.runs, BPFNs: f1.ns - f0.ns, BPFResidualNs: residual, Programs: len(ms.progs), ToolTicks: f1.tool.ticks - f0.tool.ticks, CPUPinned: cpuUseBetween(f0.cpu, f1.cpu, fsec)}
+	bpf := f1.bpf.minus(f0.bpf)
+	w := MonitorWindow{BPFRuns: bpf.runs, BPFNs: bpf.ns, BPFResidualNs: residual, Programs: len(ms.progs), ToolTicks: f1.tool.ticks - f0.tool.ticks, CPUPinned: cpuUseBetween(f0.cpu, f1.cpu, fsec)}
 	w.Load = LoadWindow{Seconds: sec, FwdTxPackets: s1.srv.TxPackets - s0.srv.TxPackets, FwdTxBytes: s1.srv.TxBytes - s0.srv.TxBytes,
 		FwdRxPackets: s1.srv.RxPackets - s0.srv.RxPackets, FwdRxBytes: s1.srv.RxBytes - s0.srv.RxBytes, SinkBytes: s1.sinkB - s0.sinkB}
 	w.ToolCPUSeconds, w.ToolCPUExact = cpuSecondsBetween(f0.tool, f1.tool)
+	for hook, r := range f1.byHook {
+		if w.BPFHooks == nil {
+			w.BPFHooks = map[string]MonitorHookRun{}
+		}
+		d := r.minus(f0.byHook[hook])
+		w.BPFHooks[hook] = MonitorHookRun{Runs: d.runs, Ns: d.ns}
+	}
 	pkts := float64(w.Load.FwdTxPackets + w.Load.FwdRxPackets)
 	v := map[string]float64{
 		MetricFwdMbit:      float64(w.Load.FwdTxBytes) * 8 / sec / 1e6,
@@ -560,6 +592,17 @@ func (ms *monState) window(ctx context.Context) (map[string]float64, any, error)
 		if pkts > 0 {
 			v[MetricBPFNsPerPkt] = float64(w.BPFNs) / fsec / (pkts / sec)
 			v[MetricBPFNetNsPerPkt] = netRunTimeNs(w.BPFNs, w.BPFRuns, residual) / fsec / (pkts / sec)
+		}
+		for _, h := range []struct {
+			metric, hook string
+			pkts         uint64
+		}{{MetricBPFNsPerPktEgress, hookEgress, w.Load.FwdTxPackets}, {MetricBPFNsPerPktIngress, hookIngress, w.Load.FwdRxPackets}} {
+			// A direction with a handful of packets (ARP, IPv6
+			// router solicitations in a one-way UDP case) gives a
+			// few cold runs, not a per-packet cost.
+			if r, ok := w.BPFHooks[h.hook]; ok && h.pkts >= minHookPackets {
+				v[h.metric] = float64(r.Ns) / fsec / (float64(h.pkts) / sec)
+			}
 		}
 	}
 	return v, w, nil

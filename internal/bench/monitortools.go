@@ -299,16 +299,37 @@ func (t *procTool) stderrText() string {
 	return strings.TrimSpace(t.stderr.String())
 }
 
+// The hooks a monitor's programs run at, as the monitor study splits
+// their run time: tc ingress and XDP count as ingress.
+const (
+	hookEgress  = "egress"
+	hookIngress = "ingress"
+)
+
+// hookProgram is a BPF program attached to the watched interface, and
+// the direction of the packets it runs for.
+type hookProgram struct {
+	hook string // hookEgress or hookIngress
+	prog *ebpf.Program
+}
+
 // attachedPrograms returns the BPF programs on an interface of netns:
 // TCX ingress and egress, legacy clsact filters and XDP.
-func attachedPrograms(netns string, ifidx int) ([]*ebpf.Program, error) {
-	var progs []*ebpf.Program
+func attachedPrograms(netns string, ifidx int) ([]hookProgram, error) {
+	var progs []hookProgram
 	err := nsrun.Named(netns, func() error {
-		var ids []ebpf.ProgramID
-		for _, dir := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
-			if q, err := link.QueryPrograms(link.QueryOptions{Target: ifidx, Attach: dir}); err == nil {
+		type found struct {
+			hook string
+			id   ebpf.ProgramID
+		}
+		var ids []found
+		for _, at := range []struct {
+			hook string
+			typ  ebpf.AttachType
+		}{{hookIngress, ebpf.AttachTCXIngress}, {hookEgress, ebpf.AttachTCXEgress}} {
+			if q, err := link.QueryPrograms(link.QueryOptions{Target: ifidx, Attach: at.typ}); err == nil {
 				for _, p := range q.Programs {
-					ids = append(ids, p.ID)
+					ids = append(ids, found{at.hook, p.ID})
 				}
 			}
 		}
@@ -317,22 +338,25 @@ func attachedPrograms(netns string, ifidx int) ([]*ebpf.Program, error) {
 			return err
 		}
 		if x := lk.Attrs().Xdp; x != nil && x.ProgId != 0 {
-			ids = append(ids, ebpf.ProgramID(x.ProgId))
+			ids = append(ids, found{hookIngress, ebpf.ProgramID(x.ProgId)})
 		}
-		for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-			fs, err := netlink.FilterList(lk, parent)
+		for _, parent := range []struct {
+			hook   string
+			handle uint32
+		}{{hookIngress, netlink.HANDLE_MIN_INGRESS}, {hookEgress, netlink.HANDLE_MIN_EGRESS}} {
+			fs, err := netlink.FilterList(lk, parent.handle)
 			if err != nil {
 				continue // no clsact qdisc
 			}
 			for _, f := range fs {
 				if bf, ok := f.(*netlink.BpfFilter); ok && bf.Id != 0 {
-					ids = append(ids, ebpf.ProgramID(bf.Id))
+					ids = append(ids, found{parent.hook, ebpf.ProgramID(bf.Id)})
 				}
 			}
 		}
-		for _, id := range ids {
-			if p, err := ebpf.NewProgramFromID(id); err == nil {
-				progs = append(progs, p)
+		for _, f := range ids {
+			if p, err := ebpf.NewProgramFromID(f.id); err == nil {
+				progs = append(progs, hookProgram{f.hook, p})
 			}
 		}
 		return nil
@@ -340,13 +364,23 @@ func attachedPrograms(netns string, ifidx int) ([]*ebpf.Program, error) {
 	return progs, err
 }
 
-// bpfTotals sums the bpf_stats of programs.
-func bpfTotals(progs []*ebpf.Program) (runs, ns uint64) {
+// bpfRun is bpf_stats' run count and run time (ns) of some programs.
+type bpfRun struct{ runs, ns uint64 }
+
+func (a bpfRun) minus(b bpfRun) bpfRun { return bpfRun{a.runs - b.runs, a.ns - b.ns} }
+
+// bpfTotals sums the bpf_stats of progs: all of them, and per hook.
+func bpfTotals(progs []hookProgram) (all bpfRun, byHook map[string]bpfRun) {
+	byHook = map[string]bpfRun{}
 	for _, p := range progs {
-		if st, err := p.Stats(); err == nil {
-			runs += st.RunCount
-			ns += uint64(st.Runtime.Nanoseconds())
+		st, err := p.prog.Stats()
+		if err != nil {
+			continue
 		}
+		r := bpfRun{st.RunCount, uint64(st.Runtime.Nanoseconds())}
+		all.runs, all.ns = all.runs+r.runs, all.ns+r.ns
+		h := byHook[p.hook]
+		byHook[p.hook] = bpfRun{h.runs + r.runs, h.ns + r.ns}
 	}
-	return runs, ns
+	return all, byHook
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -289,12 +290,33 @@ func TestMonitorStudyFast(t *testing.T) {
 	}
 	vsEmpty := map[string]bool{}
 	for _, d := range res.Derived {
-		if d.Name == "packets_per_s_vs_empty" && d.Low <= d.High {
-			vsEmpty[d.Config] = true
+		if strings.HasSuffix(d.Name, "_vs_empty") && d.Low <= d.High {
+			vsEmpty[d.Config+" "+d.Name] = true
 		}
 	}
-	if !vsEmpty["rttscope-aggregated"] || !vsEmpty["lines"] || vsEmpty[ProgEmpty] || vsEmpty[ProgNone] {
-		t.Errorf("packets/s against the empty program: %+v", res.Derived)
+	// Packets/s for every monitor, BPF ns per packet at each hook for
+	// those with programs; nothing for the two baselines.
+	want := map[string]bool{"lines packets_per_s_vs_empty": true}
+	if get(ToolTcpdump, MetricFwdPPS) != nil {
+		want[ToolTcpdump+" packets_per_s_vs_empty"] = true
+	}
+	for _, cfg := range []string{"rttscope-aggregated", prevConfig(ModeAggregated)} {
+		for _, n := range []string{"packets_per_s_vs_empty", MetricBPFNsPerPktEgress + "_vs_empty"} {
+			want[cfg+" "+n] = true
+		}
+	}
+	if !maps.Equal(vsEmpty, want) {
+		t.Errorf("against the empty program: %v, want %v", vsEmpty, want)
+	}
+	// The case is one-way UDP: the interface sends every packet and
+	// receives too few for an ingress figure.
+	for _, cfg := range []string{"rttscope-aggregated", ProgEmpty} {
+		if s := get(cfg, MetricBPFNsPerPktEgress); s == nil || !(s.Summary.Min > 0) {
+			t.Errorf("%s: %s %+v, want > 0 in every window", cfg, MetricBPFNsPerPktEgress, s)
+		}
+		if s := get(cfg, MetricBPFNsPerPktIngress); s != nil && s.Summary.N > 0 {
+			t.Errorf("%s: %s %v, but next to nothing was received", cfg, MetricBPFNsPerPktIngress, s.Values)
+		}
 	}
 	if s := get(ProgEmpty, MetricMonitorCores); s != nil && s.Summary.N > 0 {
 		t.Errorf("the empty program has no process, yet a monitor CPU figure: %+v", s)
@@ -313,10 +335,17 @@ func TestMonitorStudyFast(t *testing.T) {
 		if !(w.BPFResidualNs > 0) {
 			t.Errorf("%s round %d: bpf_stats residual %v, want > 0 (the accounting is on)", run.Config, run.Round, w.BPFResidualNs)
 		}
-		if run.Config == ProgEmpty {
-			if w.Programs != 1 || w.BPFRuns == 0 {
-				t.Errorf("empty round %d: %d programs found, %d runs; want the bench's one program, running", run.Round, w.Programs, w.BPFRuns)
+		if run.Config == ProgEmpty || strings.HasPrefix(run.Config, ProgRttscope) {
+			// One program per hook, their run times adding up to
+			// the interface's; only egress runs (one-way UDP).
+			eg, in := w.BPFHooks[hookEgress], w.BPFHooks[hookIngress]
+			if w.Programs != 2 || len(w.BPFHooks) != 2 || eg.Runs == 0 || eg.Ns+in.Ns != w.BPFNs || eg.Runs+in.Runs != w.BPFRuns || in.Runs > w.Load.FwdRxPackets {
+				t.Errorf("%s round %d: %d programs, by hook %+v, in all %d runs %d ns, %d packets received; want one program per hook adding up, egress running", run.Config, run.Round, w.Programs, w.BPFHooks, w.BPFRuns, w.BPFNs, w.Load.FwdRxPackets)
 			}
+		} else if len(w.BPFHooks) != 0 {
+			t.Errorf("%s round %d: BPF run time by hook %+v, but it attaches no program", run.Config, run.Round, w.BPFHooks)
+		}
+		if run.Config == ProgEmpty {
 			continue
 		}
 		if !strings.HasPrefix(w.Stopped, "exited after SIG") || strings.Contains(w.Stopped, "left") {
@@ -363,28 +392,42 @@ func TestAddAgainstPrev(t *testing.T) {
 	}
 }
 
-// A monitor's packets/s against the empty program's: the ratio of means
-// with a bootstrap interval, for every configuration but the two
-// baselines.
+// A monitor's packets/s and BPF ns per packet at each hook against the
+// empty program's: the ratio of means with a bootstrap interval, for every
+// configuration but the two baselines, and per hook only for monitors
+// with programs there.
 func TestAddAgainstEmpty(t *testing.T) {
 	r := &Result{Checks: map[string]uint64{}}
-	add := func(cfg string, vals ...float64) {
-		s := r.series(GroupMonitor, "tcp-1000-flows", cfg, "", MetricFwdPPS, "packets/s", "")
+	add := func(cfg, metric string, vals ...float64) {
+		s := r.series(GroupMonitor, "tcp-1000-flows", cfg, "", metric, "", "")
 		for _, v := range vals {
 			s.Add(v)
 		}
 	}
-	add(ProgNone, 110, 111, 109, 110, 110)
-	add(ProgEmpty, 100, 101, 99, 100, 100)
-	add("rttscope-aggregated", 95, 96, 94, 95, 95)
+	add(ProgNone, MetricFwdPPS, 110, 111, 109, 110, 110)
+	add(ProgEmpty, MetricFwdPPS, 100, 101, 99, 100, 100)
+	add("rttscope-aggregated", MetricFwdPPS, 95, 96, 94, 95, 95)
+	add(ProgEmpty, MetricBPFNsPerPktEgress, 30, 31, 29, 30, 30)
+	add("rttscope-aggregated", MetricBPFNsPerPktEgress, 60, 62, 58, 60, 60)
+	add(ProgEmpty, MetricBPFNsPerPktIngress, 40, 41, 39, 40, 40)
+	add("rttscope-aggregated", MetricBPFNsPerPktIngress, 100, 103, 97, 100, 100)
+	add(ToolTcpdump, MetricFwdPPS, 90, 91, 89, 90, 90)
 	r.Finalize()
 	addAgainstEmpty(r)
-	if len(r.Derived) != 1 {
-		t.Fatalf("derived %+v, want one figure (the monitor's; not the baselines')", r.Derived)
+	want := map[string]float64{
+		"rttscope-aggregated packets_per_s_vs_empty":                    0.95,
+		"rttscope-aggregated " + MetricBPFNsPerPktEgress + "_vs_empty":  2,
+		"rttscope-aggregated " + MetricBPFNsPerPktIngress + "_vs_empty": 2.5,
+		ToolTcpdump + " packets_per_s_vs_empty":                         0.9,
 	}
-	d := r.Derived[0]
-	if d.Config != "rttscope-aggregated" || d.Name != "packets_per_s_vs_empty" || math.Abs(d.Value-0.95) > 1e-9 || !(d.Low <= d.Value && d.Value <= d.High) || d.High >= 1 {
-		t.Errorf("derived %+v, want 0.95 with an interval around it, under 1", d)
+	if len(r.Derived) != len(want) {
+		t.Fatalf("derived %+v, want %v (the monitors', not the baselines')", r.Derived, want)
+	}
+	for _, d := range r.Derived {
+		v, ok := want[d.Config+" "+d.Name]
+		if !ok || math.Abs(d.Value-v) > 1e-9 || !(d.Low <= d.Value && d.Value <= d.High) || (v < 1) != (d.High < 1) {
+			t.Errorf("derived %+v, want %v with an interval around it, on the same side of 1", d, v)
+		}
 	}
 }
 
