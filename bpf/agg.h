@@ -447,8 +447,9 @@ static __always_inline bool agg_count_ref(const struct agg_pkt *a, __u64 ref,
  * empty) or its family's backup entry. Counting happens where the
  * pointer was checked: a pointer computed from a maybe-NULL map value and
  * returned would meet the verifier before its NULL check once clang
- * merges the branches. */
-static __always_inline void agg_count_end(const struct agg_pkt *a,
+ * merges the branches. Returns whether the prefix has its own entry in
+ * this epoch's map (a slot is only filled for such a prefix). */
+static __always_inline bool agg_count_end(const struct agg_pkt *a,
 					  struct agg_key *k, __u32 epoch,
 					  __u32 tag, bool tracked, bool tx,
 					  __u64 *ref)
@@ -460,23 +461,24 @@ static __always_inline void agg_count_end(const struct agg_pkt *a,
 
 	slot = bpf_map_lookup_elem(&agg_slots, &i);
 	if (!slot)
-		return;
+		return false;
 	if (!slot->filled || !agg_key_equal(&slot->key, k)) {
 		if (tracked)
 			s = agg_stats_create(k, epoch, &own);
 		else
 			s = agg_stats_lookup(k, epoch, tag);
 		if (!s)
-			return;
+			return false;
 		if (!own || slot->filled) {
 			count_traffic(tx ? &s->tx : &s->rx, a);
-			return;
+			return own;
 		}
 		agg_slot_fill(slot, k, i);
 	}
 	if (ref && *ref != slot->filled)
 		*ref = slot->filled;
 	count_traffic(tx ? &slot->tx : &slot->rx, a);
+	return true;
 }
 
 /* An IP packet in ePPing's global record: by IP protocol and ECN
@@ -584,33 +586,38 @@ __noinline int agg_count_slow(struct packet_info *p, __u32 tx, __u64 *ref)
 	epoch = READ_ONCE(agg_epoch);
 	make_agg_key(&k, tx ? &p->pid.flow.daddr.ip : &p->pid.flow.saddr.ip,
 		     p->pid.flow.ipv);
-	agg_count_end(&a, &k, epoch, 0, true, tx, ref);
-	return 0;
+	return agg_count_end(&a, &k, epoch, 0, true, tx, ref);
 }
 
 /* agg_count for a tracked packet (it may create prefix entries), once its
- * flow is known: refs, the sender direction's slot references (NULL
- * without a flow), spare the prefix keys when they still name the slots. */
-static __always_inline void agg_count_tracked(struct packet_info *p,
-					      __u32 pkt_len, __u64 *refs)
+ * flow is known: fa, the sender direction's part (NULL without a flow),
+ * whose slot references spare the prefix keys when they still name the
+ * slots, and which learns when both prefixes have their entries
+ * (AGG_FOLD_READY). */
+static __always_inline void
+agg_count_tracked(struct packet_info *p, __u32 pkt_len, struct flow_dir_agg *fa)
 {
+	bool own_src, own_dst;
 	struct agg_pkt a;
 	__u32 epoch;
 
 	agg_count_global(p, pkt_len);
 	if (!p->l3_valid)
 		return;
-	if (!refs) {
+	if (!fa) {
 		agg_count_slow(p, 0, NULL);
 		agg_count_slow(p, 1, NULL);
 		return;
 	}
 	agg_pkt_of(&a, p);
 	epoch = READ_ONCE(agg_epoch);
-	if (!agg_count_ref(&a, refs[0], epoch, false))
-		agg_count_slow(p, 0, &refs[0]);
-	if (!agg_count_ref(&a, refs[1], epoch, true))
-		agg_count_slow(p, 1, &refs[1]);
+	/* A reference still valid names a slot filled in this epoch. */
+	own_src = agg_count_ref(&a, fa->ref[0], epoch, false) ||
+		  agg_count_slow(p, 0, &fa->ref[0]);
+	own_dst = agg_count_ref(&a, fa->ref[1], epoch, true) ||
+		  agg_count_slow(p, 1, &fa->ref[1]);
+	if (cfg_agg_fold && own_src && own_dst)
+		fa->fold[epoch & 1].pkts |= AGG_FOLD_READY;
 }
 
 /* Adds an RTT sample to the histogram of the prefix of the reply's source

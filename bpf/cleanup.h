@@ -169,8 +169,8 @@ int rttscope_flow_summaries(struct bpf_iter__bpf_map_elem *ctx)
 			continue;
 		/* As a map value pointer, the state may be indexed by a
 		 * variable. */
-		s = flow_slot_at(*word * FLOW_USED_BITS + b);
-		if (!s || READ_ONCE(s->tag) <= FLOW_TAG_CLAIMED)
+		s = flow_used_slot(*word, b);
+		if (!s)
 			continue;
 		key = s->key;
 		summary_write(ctx->meta->seq, &key, &s->state, cleanup_now());

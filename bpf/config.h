@@ -89,6 +89,11 @@ volatile const __u32 cfg_agg_prefix_v6 = 48;
  * timestamped packet) instead of its source; traffic likewise on the local
  * side instead of the remote one. */
 volatile const bool cfg_agg_reverse = false;
+/* Aggregated mode: the fast path counts its segments in their flow, and
+ * user space has them folded into the prefixes at each interval's end
+ * (agg_fold.h). Off where the kernel lacks bpf_for_each_map_elem, which
+ * the fold's walk needs: the fast path then counts in the prefix slots. */
+volatile const bool cfg_agg_fold = false;
 /* Keep per-flow RTT summaries and report them (summary.h). */
 volatile const bool cfg_flow_summary = false;
 

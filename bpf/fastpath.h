@@ -8,7 +8,8 @@
  * already or is turned away by the rate limit, and whose TSecr echoes no
  * timestamp still pending. Such a packet changes nothing but the sender
  * direction's counters, its newest identifier and echo, its last_seen (and
- * the prefix counters in aggregated mode). The general path still builds a
+ * the prefix counters in aggregated mode, or its flow's count of them for
+ * the prefixes: agg_fold.h). The general path still builds a
  * 96-byte packet_info, v4-mapped addresses, a canonical 44-byte tuple and
  * walks every step's checks for it; code and work that the program waits
  * for on every packet (docs/performance.md, Round 12).
@@ -203,7 +204,8 @@ static __always_inline bool fast_path(struct parsing_context *pctx, void *l3,
 	struct tuple_words key;
 	struct agg_slot *src = NULL, *dst = NULL;
 	struct flow_dir_state *snd, *orig;
-	bool pid_valid, stamp = false, newest_echo = false;
+	bool pid_valid, stamp = false, newest_echo = false, fold = false;
+	struct agg_fold *c = NULL;
 	struct flow_slot *slot;
 	struct fast_seg f;
 	struct agg_pkt a;
@@ -253,11 +255,24 @@ static __always_inline bool fast_path(struct parsing_context *pctx, void *l3,
 		if (orig->conn_state == CONN_CLOSED)
 			return false;
 	}
-	if (cfg_aggregate && !fast_agg_slots(l3, &src, &dst))
+	/* Aggregated mode: counted in the flow (agg_fold.h) once a packet of
+	 * this side has made sure of its prefixes' entries in this interval
+	 * (AGG_FOLD_READY); the epoch read here is the one the grace period
+	 * after a flip waits for. Else in the prefix slots. */
+	if (cfg_agg_fold && !(f.tos & 3) && f.l2_len == ETH_HLEN_BYTES) {
+		c = &snd->u.agg.fold[READ_ONCE(agg_epoch) & 1];
+		if (!(c->pkts & AGG_FOLD_READY))
+			return false; /* agg_count_tracked() */
+		fold = true;
+	}
+	if (cfg_aggregate && !fold && !fast_agg_slots(l3, &src, &dst))
 		return false; /* agg_count_end() fills or counts elsewhere */
 
 	/* Taken: the general path's writes for this packet. */
-	if (cfg_aggregate && src && dst) {
+	if (fold) {
+		c->pkts++;
+		c->l3_bytes += f.l3_len;
+	} else if (cfg_aggregate && src && dst) {
 		agg_count_global_ip(IPPROTO_TCP, f.l2_len + f.l3_len, f.tos);
 		agg_pkt_set(&a, IPPROTO_TCP, true, f.tos, f.l3_len,
 			    f.l2_len + f.l3_len);

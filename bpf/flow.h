@@ -5,6 +5,42 @@
 
 #include "tuple.h"
 
+/* Aggregated mode's count of a side's packets that took the fast path
+ * (fastpath.h): IPv4 TCP segments with timestamps, no ECN codepoint and an
+ * Ethernet header of 14 bytes, so that these two counts are all the prefix
+ * and global records need of them (agg_fold.h). */
+struct agg_fold {
+	__u64 pkts; /* and AGG_FOLD_READY */
+	__u64 l3_bytes; /* IP header + payload */
+};
+
+/* In agg_fold.pkts: a packet of this side found or created the entries of
+ * both its prefixes in the interval this pair counts for, as every
+ * tracked packet does on the general path (agg_count_tracked). Only then
+ * does the fast path count in the pair: a prefix's untracked traffic then
+ * meets its entry exactly when it would without the fold. The fold's walk
+ * zeroes the pair, this bit too, after each of its intervals. */
+#define AGG_FOLD_READY (1ULL << 63)
+
+/* Aggregated mode's part of a flow direction (flow_dir_state.u). */
+struct flow_dir_agg {
+	/* Per end of this side's packets (0: source, 1: destination), the
+	 * prefix slot it last counted in (agg_slot.filled). A packet still
+	 * in flight on another CPU when its flow is freed and the slot
+	 * taken by another flow can leave its reference to the newcomer,
+	 * whose packets on that CPU then count for the old flow's prefix
+	 * until the slot is emptied at the interval's end: a window of
+	 * nanoseconds, not closed, like the other per-flow races
+	 * (handle_packet). */
+	__u64 ref[2];
+	/* The fast path's packets of this side not yet in a prefix record,
+	 * by the parity of agg_epoch they were counted in: after each
+	 * epoch flip user space has the old parity's folded into the
+	 * prefixes (agg_fold.h, rttscope_agg_fold); a flow that goes
+	 * flushes both (agg_flush_flow). */
+	struct agg_fold fold[2];
+};
+
 /* State of one direction: the packets this side sends, the timestamps taken
  * on them, and the RTTs their replies gave. A packet writes only the half of
  * its sender (what one side receives is what the other sends), so the two
@@ -54,23 +90,16 @@ struct flow_dir_state {
 	 * in struct quic_spin_dir, whose 16 bytes are full: the spare word
 	 * costs no memory. */
 	__u32 spin_cand;
-	__u64 base_sent_pkts, base_sent_bytes; /* own totals at activation */
 	/* Per mode: bpf2go wants every field named. */
 	union {
-		/* The other side's totals at activation (RTT events). */
+		/* RTT events: this side's totals at activation and the other
+		 * side's. */
 		struct {
-			__u64 pkts, bytes;
-		} base_rec;
-		/* Aggregated mode, which sends no RTT events: per end of
-		 * this side's packets (0: source, 1: destination), the
-		 * prefix slot it last counted in (agg_slot.filled). A
-		 * packet still in flight on another CPU when its flow is
-		 * freed and the slot taken by another flow can leave its
-		 * reference to the newcomer, whose packets on that CPU then
-		 * count for the old flow's prefix until the slot is emptied
-		 * at the interval's end: a window of nanoseconds, not
-		 * closed, like the other per-flow races (handle_packet). */
-		__u64 agg_ref[2];
+			__u64 sent_pkts, sent_bytes;
+			__u64 rec_pkts, rec_bytes;
+		} base;
+		/* Aggregated mode, which sends no RTT events. */
+		struct flow_dir_agg agg;
 	} u;
 };
 

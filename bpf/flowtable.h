@@ -128,6 +128,18 @@ static __always_inline struct flow_slot *flow_slot_at(__u32 i)
 	return bpf_map_lookup_elem(&flow_map, &i);
 }
 
+/* The flow published in slot b of flow_used's word `word` (for the walks
+ * over the bitmap), or NULL: empty, or claimed (being created, or taken
+ * by a CPU that deletes it and reports its end). */
+static __always_inline struct flow_slot *flow_used_slot(__u32 word, int b)
+{
+	struct flow_slot *s = flow_slot_at(word * FLOW_USED_BITS + b);
+
+	if (!s || READ_ONCE(s->tag) <= FLOW_TAG_CLAIMED)
+		return NULL;
+	return s;
+}
+
 /* Way w of ref's bucket, when it holds a flow with ref's tag. */
 static __always_inline struct flow_slot *flow_way(const struct flow_ref *ref,
 						  int w)
@@ -215,6 +227,10 @@ static __always_inline void flow_flush_fast(const struct flow_state *fs)
 		count_add(COUNTER_FAST_PATH, n);
 }
 
+/* agg_fold.h: what a going flow counted for aggregated mode's prefixes
+ * and has not folded into them yet goes to them now. */
+int agg_flush_flow(struct flow_slot *s);
+
 /* Empties a slot taken by flow_take(). Its bit goes first, while the slot
  * is still claimed: a creator can only set it again after the swap below.
  * A swap rather than a store: it also orders the caller's reads of the slot
@@ -222,6 +238,8 @@ static __always_inline void flow_flush_fast(const struct flow_state *fs)
 static __always_inline void flow_free(struct flow_slot *s)
 {
 	flow_flush_fast(&s->state);
+	if (cfg_agg_fold)
+		agg_flush_flow(s);
 	flow_used_add(s->index, -1);
 	__sync_val_compare_and_swap(&s->tag, FLOW_TAG_CLAIMED, 0);
 }
@@ -291,6 +309,8 @@ static __always_inline struct flow_slot *flow_evict(__u32 base, __u64 now)
 	if (cfg_flow_summary)
 		bpf_map_delete_elem(&summary_map, &victim->key);
 	flow_flush_fast(&victim->state);
+	if (cfg_agg_fold)
+		agg_flush_flow(victim);
 	count(COUNTER_FLOWS_EVICTED);
 	count(COUNTER_FLOWS_DELETED);
 	return victim;

@@ -175,10 +175,10 @@ static __always_inline void fill_rtt_event(struct rtt_event *e,
 	e->rtt = rtt;
 	e->min_rtt = orig->min_rtt;
 	e->srtt = orig->srtt;
-	e->sent_pkts = dir_pkts(orig) - orig->base_sent_pkts;
-	e->sent_bytes = orig->sent_bytes - orig->base_sent_bytes;
-	e->rec_pkts = dir_pkts(rec) - orig->u.base_rec.pkts;
-	e->rec_bytes = rec->sent_bytes - orig->u.base_rec.bytes;
+	e->sent_pkts = dir_pkts(orig) - orig->u.base.sent_pkts;
+	e->sent_bytes = orig->sent_bytes - orig->u.base.sent_bytes;
+	e->rec_pkts = dir_pkts(rec) - orig->u.base.rec_pkts;
+	e->rec_bytes = rec->sent_bytes - orig->u.base.rec_bytes;
 	e->reserved2 = 0;
 	if (cfg_track_dns && p->dns.kind == SRC_INFO_DNS) {
 		e->dns_qtype = p->dns.qtype;
@@ -285,11 +285,11 @@ static __always_inline void activate_dir(struct packet_info *p,
 	d->open_reason = p->event_type == FLOW_EVENT_OPENING ?
 				 p->event_reason :
 				 EVENT_REASON_FIRST_OBS_PCKT;
-	d->base_sent_pkts = dir_pkts(d);
-	d->base_sent_bytes = d->sent_bytes;
-	if (!cfg_aggregate) { /* the space holds agg_ref */
-		d->u.base_rec.pkts = dir_pkts(peer);
-		d->u.base_rec.bytes = peer->sent_bytes;
+	if (!cfg_aggregate) { /* the space holds u.agg */
+		d->u.base.sent_pkts = dir_pkts(d);
+		d->u.base.sent_bytes = d->sent_bytes;
+		d->u.base.rec_pkts = dir_pkts(peer);
+		d->u.base.rec_bytes = peer->sent_bytes;
 	}
 }
 
@@ -662,8 +662,7 @@ static __always_inline void handle_general(void *ctx,
 	slot = get_flow(&p, &key, side);
 	if (cfg_aggregate && cfg_steps >= STEP_EVENTS)
 		agg_count_tracked(&p, frame_len(ctx, pctx),
-				  slot ? slot->state.dir[side].u.agg_ref :
-					 NULL);
+				  slot ? &slot->state.dir[side].u.agg : NULL);
 	if (!slot) {
 		if (cfg_track_dns)
 			dns_without_flow(&p);
@@ -906,4 +905,5 @@ int rttscope_xdp_replay_batch(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+#include "agg_fold.h"
 #include "cleanup.h"

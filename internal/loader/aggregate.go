@@ -21,7 +21,9 @@ import (
 // one of two prefix maps, chosen by the global agg_epoch; Collect flips the
 // epoch, waits until no program can still be writing to the old map, and
 // then reads and zeroes it. Every update is thus counted in exactly one
-// interval. Collect must not be called concurrently.
+// interval. Before reading it has the fast path's counts kept in the flows
+// for that epoch folded into it (bpf/agg_fold.h). Collect must not be
+// called concurrently.
 //
 // As in ePPing, a prefix's entry outlives its interval (zeroed, not
 // deleted), since only tracked packets create entries and other traffic of
@@ -46,6 +48,8 @@ type Aggregator struct {
 	slotIdx  []uint32
 	slotVals []probe.RttscopeAggSlot
 	slotZero []probe.RttscopeAggSlot
+	// frame is the packet the fold program's test run is handed.
+	frame []byte
 	// active is, per map, when each entry last had traffic (interval
 	// end, Unix ns).
 	active [2]map[probe.RttscopeAggKey]int64
@@ -106,6 +110,12 @@ func (a *Aggregator) Collect(start, end int64, fn func(*events.Aggregate) error)
 		if err := a.Grace(); err != nil {
 			return err
 		}
+	}
+	if a.frame == nil {
+		a.frame = make([]byte, 64)
+	}
+	if err := a.objs.foldFlows(a.frame); err != nil {
+		return err
 	}
 	m := a.objs.AggMap0
 	if old == 1 {

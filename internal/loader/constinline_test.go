@@ -80,7 +80,7 @@ func TestConfigureInlinesDataPathConstants(t *testing.T) {
 		return n
 	}
 	before := count()
-	if err := configure(spec, DefaultConfig()); err != nil {
+	if err := configure(spec, DefaultConfig(), false); err != nil {
 		t.Fatal(err)
 	}
 	after := count()

@@ -50,7 +50,8 @@ func Load(cfg Config) (_ *Objects, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse embedded BPF object: %w", err)
 	}
-	if err := configure(spec, cfg); err != nil {
+	fold := aggFold(cfg)
+	if err := configure(spec, cfg, fold.OK()); err != nil {
 		return nil, err
 	}
 	o := &Objects{Config: cfg, spec: spec}
@@ -72,6 +73,9 @@ func Load(cfg Config) (_ *Objects, err error) {
 		if *p.dst, err = o.loadProgram(p.name); err != nil {
 			return nil, dataPathError(p.name, err)
 		}
+	}
+	if err := o.loadAggFold(fold); err != nil {
+		return nil, err
 	}
 	// The XDP ingress program also in replay: BPF unit tests run it.
 	o.loadXDPIngress()
@@ -175,7 +179,7 @@ func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }
 func (o *Objects) Close() error {
 	for _, p := range []*ebpf.Program{o.RttscopeTcEgress, o.RttscopeTcIngress, o.RttscopeXdpIngress,
 		o.RttscopeXdpReplay, o.RttscopeXdpReplayBatch, o.RttscopeCleanupFlows,
-		o.RttscopeCleanupTimestamps, o.RttscopeCleanupRun, o.RttscopeFlowSummaries} {
+		o.RttscopeCleanupTimestamps, o.RttscopeCleanupRun, o.RttscopeFlowSummaries, o.RttscopeAggFold} {
 		if p != nil {
 			p.Close()
 		}
@@ -190,7 +194,7 @@ func (o *Objects) Close() error {
 
 // configure writes cfg into the spec's constants and map sizes through the
 // generated specs, so a renamed constant or map fails to compile.
-func configure(spec *ebpf.CollectionSpec, cfg Config) error {
+func configure(spec *ebpf.CollectionSpec, cfg Config, aggFold bool) error {
 	var s probe.RttscopeSpecs
 	if err := spec.Assign(&s); err != nil {
 		return fmt.Errorf("embedded BPF object does not match its bindings: %w", err)
@@ -234,6 +238,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		{v.CfgAggPrefixV4, uint32(cfg.AggPrefixV4)},
 		{v.CfgAggPrefixV6, uint32(cfg.AggPrefixV6)},
 		{v.CfgAggReverse, cfg.AggReverse},
+		{v.CfgAggFold, aggFold},
 		{v.CfgFlowSummary, cfg.FlowSummary},
 		{v.CfgSteps, uint32(steps)},
 		{v.CfgFastPath, !cfg.GeneralPathOnly},

@@ -76,6 +76,7 @@ var programFeature = map[string]kernel.ID{
 	"rttscope_cleanup_timestamps": kernel.MapElemIter,
 	"rttscope_flow_summaries":     kernel.MapElemIter,
 	"rttscope_cleanup_run":        kernel.ForEachMapElem,
+	"rttscope_agg_fold":           kernel.ForEachMapElem,
 }
 
 // checkOptionalPrograms loads every optional program whose feature this

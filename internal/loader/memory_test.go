@@ -9,7 +9,7 @@ import (
 )
 
 // The formula matches the kernel's own figure within 1% per large map, and
-// the defaults hold 100,000 flows in at most 102 MiB on this machine (with
+// the defaults hold 100,000 flows in at most 108 MiB on this machine (with
 // aggregation, the biggest default configuration; 76 MiB before the flow
 // table, whose buckets of 4 slots need two slots per flow where the hash
 // map needed one entry: loader/flowtable.go; 64 MiB before the
@@ -17,7 +17,8 @@ import (
 // per prefix, docs/epping.md; and the sources' 32 bytes per flow and
 // per-source counts per prefix, docs/sources.md; and the ACK filter's last
 // two TSvals and newest echo per direction, 32 bytes per flow,
-// docs/performance.md).
+// docs/performance.md; 102 MiB before aggregated mode's fold, whose
+// counts take 16 bytes more per direction, 6.3 MiB, bpf/agg_fold.h).
 func TestMemoryFormula(t *testing.T) {
 	testutil.RequireRoot(t)
 	cfg := DefaultConfig()
@@ -58,8 +59,8 @@ func TestMemoryFormula(t *testing.T) {
 	if cfg.FlowMapSize < 100000 {
 		t.Errorf("default flow map holds %d flows", cfg.FlowMapSize)
 	}
-	if kern > 102<<20 {
-		t.Errorf("default maps take %d bytes, more than 102 MiB", kern)
+	if kern > 108<<20 {
+		t.Errorf("default maps take %d bytes, more than 108 MiB", kern)
 	}
 }
 

@@ -182,15 +182,16 @@ type RttscopeFlowState struct {
 		Echoed        uint32
 		Pending       [2]uint32
 		SpinCand      uint32
-		BaseSentPkts  uint64
-		BaseSentBytes uint64
 		U             struct {
-			_       structs.HostLayout
-			BaseRec struct {
-				_     structs.HostLayout
-				Pkts  uint64
-				Bytes uint64
+			_    structs.HostLayout
+			Base struct {
+				_         structs.HostLayout
+				SentPkts  uint64
+				SentBytes uint64
+				RecPkts   uint64
+				RecBytes  uint64
 			}
+			_ [16]byte
 		}
 	}
 	Opener   uint8
@@ -355,6 +356,7 @@ const (
 	RttscopeMapSummaryZero                = "summary_zero"
 	RttscopeMapTsMap                      = "ts_map"
 	RttscopeMapTsRing                     = "ts_ring"
+	RttscopeProgRttscopeAggFold           = "rttscope_agg_fold"
 	RttscopeProgRttscopeCleanupFlows      = "rttscope_cleanup_flows"
 	RttscopeProgRttscopeCleanupRun        = "rttscope_cleanup_run"
 	RttscopeProgRttscopeCleanupTimestamps = "rttscope_cleanup_timestamps"
@@ -366,6 +368,7 @@ const (
 	RttscopeProgRttscopeXdpReplayBatch    = "rttscope_xdp_replay_batch"
 	RttscopeVarAggEpoch                   = "agg_epoch"
 	RttscopeVarAggGen                     = "agg_gen"
+	RttscopeVarCfgAggFold                 = "cfg_agg_fold"
 	RttscopeVarCfgAggPrefixV4             = "cfg_agg_prefix_v4"
 	RttscopeVarCfgAggPrefixV6             = "cfg_agg_prefix_v6"
 	RttscopeVarCfgAggReverse              = "cfg_agg_reverse"
@@ -441,6 +444,7 @@ type RttscopeSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type RttscopeProgramSpecs struct {
+	RttscopeAggFold           *ebpf.ProgramSpec `ebpf:"rttscope_agg_fold"`
 	RttscopeCleanupFlows      *ebpf.ProgramSpec `ebpf:"rttscope_cleanup_flows"`
 	RttscopeCleanupRun        *ebpf.ProgramSpec `ebpf:"rttscope_cleanup_run"`
 	RttscopeCleanupTimestamps *ebpf.ProgramSpec `ebpf:"rttscope_cleanup_timestamps"`
@@ -484,6 +488,7 @@ type RttscopeMapSpecs struct {
 type RttscopeVariableSpecs struct {
 	AggEpoch              *ebpf.VariableSpec `ebpf:"agg_epoch"`
 	AggGen                *ebpf.VariableSpec `ebpf:"agg_gen"`
+	CfgAggFold            *ebpf.VariableSpec `ebpf:"cfg_agg_fold"`
 	CfgAggPrefixV4        *ebpf.VariableSpec `ebpf:"cfg_agg_prefix_v4"`
 	CfgAggPrefixV6        *ebpf.VariableSpec `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.VariableSpec `ebpf:"cfg_agg_reverse"`
@@ -590,6 +595,7 @@ func (m *RttscopeMaps) Close() error {
 type RttscopeVariables struct {
 	AggEpoch              *ebpf.Variable `ebpf:"agg_epoch"`
 	AggGen                *ebpf.Variable `ebpf:"agg_gen"`
+	CfgAggFold            *ebpf.Variable `ebpf:"cfg_agg_fold"`
 	CfgAggPrefixV4        *ebpf.Variable `ebpf:"cfg_agg_prefix_v4"`
 	CfgAggPrefixV6        *ebpf.Variable `ebpf:"cfg_agg_prefix_v6"`
 	CfgAggReverse         *ebpf.Variable `ebpf:"cfg_agg_reverse"`
@@ -627,6 +633,7 @@ type RttscopeVariables struct {
 //
 // It can be passed to LoadRttscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type RttscopePrograms struct {
+	RttscopeAggFold           *ebpf.Program `ebpf:"rttscope_agg_fold"`
 	RttscopeCleanupFlows      *ebpf.Program `ebpf:"rttscope_cleanup_flows"`
 	RttscopeCleanupRun        *ebpf.Program `ebpf:"rttscope_cleanup_run"`
 	RttscopeCleanupTimestamps *ebpf.Program `ebpf:"rttscope_cleanup_timestamps"`
@@ -640,6 +647,7 @@ type RttscopePrograms struct {
 
 func (p *RttscopePrograms) Close() error {
 	return _RttscopeClose(
+		p.RttscopeAggFold,
 		p.RttscopeCleanupFlows,
 		p.RttscopeCleanupRun,
 		p.RttscopeCleanupTimestamps,

@@ -22,7 +22,8 @@ import (
 
 // TestFastPathSameOutput: the fast path (bpf/fastpath.h) changes nothing
 // but the cost. A seeded random mix of TCP flows (IPv4 and IPv6, VLAN
-// tags, IP options, other option layouts, handshakes, mid-stream starts,
+// tags, IP options, ECN marks, other option layouts, handshakes, mid-stream starts,
+// untracked datagrams between the flows' hosts,
 // duplicate, old and wrapped TSvals, reordered and stale echoes, FIN, RST
 // and data after them, a flow to itself) is replayed in several
 // configurations with the fast path on and off: every record, the stats
@@ -55,22 +56,36 @@ func TestFastPathSameOutput(t *testing.T) {
 	// heels.
 	tiny := runConfig()
 	tiny.FlowMapSize = 8
+	aggTiny := agg
+	aggTiny.FlowMapSize = 8
+	aggReport := sampling.Report{AggregateInterval: 200 * time.Millisecond}
 	cases := []struct {
 		name   string
 		cfg    loader.Config
 		report sampling.Report
+		// disable: more features switched off (kernel.DisableEnv)
+		disable string
 	}{
-		{"defaults", defaults, sampling.Report{}},
-		{"every-tsval", runConfig(), sampling.Report{}},
-		{"first-tsval-ts-mode", first, sampling.Report{}},
-		{"short-rate-limit", short, sampling.Report{}},
-		{"rtt-rate", rttRate, sampling.Report{}},
-		{"summaries", summary, sampling.Report{}},
-		{"aggregated", agg, sampling.Report{AggregateInterval: 200 * time.Millisecond}},
-		{"tiny-flow-table", tiny, sampling.Report{}},
+		{"defaults", defaults, sampling.Report{}, ""},
+		{"every-tsval", runConfig(), sampling.Report{}, ""},
+		{"first-tsval-ts-mode", first, sampling.Report{}, ""},
+		{"short-rate-limit", short, sampling.Report{}, ""},
+		{"rtt-rate", rttRate, sampling.Report{}, ""},
+		{"summaries", summary, sampling.Report{}, ""},
+		// The fast path's counts folded from the flows at each
+		// interval's end (bpf/agg_fold.h), flushed by flows that
+		// close, and by flows evicted from a tiny table; and without
+		// the fold, counted in the prefix slots.
+		{"aggregated", agg, aggReport, ""},
+		{"aggregated-tiny-flow-table", aggTiny, aggReport, ""},
+		{"aggregated-slots", agg, aggReport, "for_each_map_elem"},
+		{"tiny-flow-table", tiny, sampling.Report{}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.disable != "" {
+				t.Setenv(kernel.DisableEnv, "xdp_test_run_meta,"+c.disable)
+			}
 			var out [2]string
 			var fast [2]uint64
 			for i, general := range []bool{false, true} {
@@ -229,6 +244,12 @@ func fastPathMix(r *rand.Rand) []capture.TimedFrame {
 			if !cli.Is4() {
 				p.IPv4Options = nil
 			}
+			if f%10 == 6 { // ECN: ECT(0), every seventh packet CE
+				p.TOS = 2
+				if len(hist[side])%7 == 0 {
+					p.TOS = 3
+				}
+			}
 			hist[side] = append(hist[side], sent{at, t.TSval})
 			pkts = append(pkts, timedPacket{at, p, side == 0})
 		}
@@ -252,6 +273,19 @@ func fastPathMix(r *rand.Rand) []capture.TimedFrame {
 			}
 			send(side, at, pktcraft.TCP{ACK: true, PSH: payload > 0, Payload: make([]byte, payload)})
 		}
+		if f%4 == 0 && cli.Is4() {
+			// Untracked datagrams between the same hosts, from the
+			// flow's start on: in aggregated mode they count in a
+			// prefix's entry only once a tracked packet made it,
+			// which the fold must not change (AGG_FOLD_READY).
+			for u := t0; u < at; u += int64(5+r.IntN(40)) * ms {
+				d := pktcraft.Packet{Src: cli, Dst: srv, UDP: &pktcraft.UDP{SrcPort: 5000, DstPort: 5001, Payload: make([]byte, 20)}}
+				if r.IntN(2) == 0 {
+					d.Src, d.Dst = srv, cli
+				}
+				pkts = append(pkts, timedPacket{u, d, d.Src == cli})
+			}
+		}
 		switch f % 4 {
 		case 1: // a reset, then a stray segment
 			send(r.IntN(2), at+ms, pktcraft.TCP{RST: true, ACK: true})
@@ -264,7 +298,38 @@ func fastPathMix(r *rand.Rand) []capture.TimedFrame {
 			send(0, at+2*ms+5*owd, pktcraft.TCP{ACK: true})
 		}
 	}
+	pkts = append(pkts, loneClientFlow(start+450*ms)...)
 	return timedFrames(pkts)
+}
+
+// loneClientFlow is a steady TCP flow of a client alone in its prefix
+// (10.0.9.0/24), 1 s long from t0, with untracked datagrams from the same
+// client every 3 ms. In aggregated mode the client's prefix gets its entry
+// in each of the two interval maps from its first tracked packet there;
+// until then its datagrams count in the backup entry. Its second interval
+// opens on segments the fast path could take, which must not count in the
+// flow before a tracked packet has made the entry (AGG_FOLD_READY).
+func loneClientFlow(t0 int64) []timedPacket {
+	const ms = int64(time.Millisecond)
+	const owd = 2 * ms
+	cli, srv := netip.MustParseAddr("10.0.9.1"), netip.MustParseAddr("198.51.100.7")
+	var pkts []timedPacket
+	for k := range 1000 {
+		at := t0 + int64(k)*ms
+		data := pktcraft.Packet{Src: cli, Dst: srv, TCP: &pktcraft.TCP{SrcPort: 33000, DstPort: 443, ACK: true,
+			TSval: 7000 + uint32(k), TSecr: 300 + uint32(k/2), Payload: make([]byte, 1200)}}
+		pkts = append(pkts, timedPacket{at, data, true})
+		if k%2 == 1 {
+			ack := pktcraft.Packet{Src: srv, Dst: cli, TCP: &pktcraft.TCP{SrcPort: 443, DstPort: 33000, ACK: true,
+				TSval: 300 + uint32(k/2), TSecr: 7000 + uint32(k) - uint32(owd/ms)}}
+			pkts = append(pkts, timedPacket{at + owd, ack, false})
+		}
+		if k%3 == 0 {
+			d := pktcraft.Packet{Src: cli, Dst: srv, UDP: &pktcraft.UDP{SrcPort: 6000, DstPort: 6001, Payload: make([]byte, 30)}}
+			pkts = append(pkts, timedPacket{at + ms/2, d, true})
+		}
+	}
+	return pkts
 }
 
 // TestFastPathTakesSteadyFlows: in mid-stream IPv4 TCP flows (either end's

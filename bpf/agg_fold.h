@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Aggregated mode's fold: the fast path's segments counted in their flow,
+ * added to the prefixes once per interval instead of once per packet.
+ *
+ * The fast path's common segment (fastpath.h) in aggregated mode used to
+ * look up this CPU's slots of its source's and destination's prefixes and
+ * write three counters in each and two in ePPing's global record: five or
+ * more cache lines and some fifty instructions a packet that the default
+ * mode does not pay (docs/performance.md, Round 20). Every such segment is
+ * of one kind: IPv4 TCP with the timestamp option, no ECN codepoint, an
+ * Ethernet header of 14 bytes. Its records therefore only need how many
+ * there were and their IP bytes, which the fast path adds in the sender
+ * direction of the flow it has just found (flow.h, struct agg_fold), in a
+ * pair of counters chosen by the parity of agg_epoch.
+ *
+ * After user space flips agg_epoch and the grace period has passed
+ * (internal/loader/aggregate.go), no program writes the old parity's
+ * counters any more; rttscope_agg_fold, run then with BPF_PROG_TEST_RUN,
+ * walks the flows in use and adds each one's old-parity counters to the
+ * old epoch's prefix entries (creating them as a tracked packet would) and
+ * to the global record, and zeroes them, before user space reads that
+ * epoch. So every packet still lands in the interval it was counted in. A
+ * flow that goes (closed, expired, evicted) adds both parities to the
+ * current epoch first (agg_flush_flow), so nothing it counted is lost; a
+ * flow going on another CPU while the walk reads it can be counted twice,
+ * the window of the other per-flow races (handle_packet). Replay runs one
+ * program at a time: there the fold is exact (TestFastPathSameOutput
+ * compares every record with the general path's per-packet counting). */
+#ifndef RTTSCOPE_AGG_FOLD_H
+#define RTTSCOPE_AGG_FOLD_H
+
+#include "agg.h"
+#include "flowtable.h"
+
+/* What count_traffic() adds for f's packets, all of one kind (struct
+ * agg_fold): TCP, ePPing's TCP_TS class (derived by user space), Not-ECT
+ * (derived too), from a 14-byte Ethernet header on. */
+static __always_inline void agg_fold_traffic(struct traffic_counters *tc,
+					     const struct agg_fold *f)
+{
+	tc->pkts[PROTO_CLASS_TCP] += f->pkts;
+	tc->bytes[PROTO_CLASS_TCP] += f->l3_bytes;
+	tc->epp_bytes[EPP_TCP_TS] += f->l3_bytes + f->pkts * ETH_HLEN_BYTES;
+}
+
+static __always_inline void agg_fold_end(const struct agg_fold *f,
+					 const struct in6_addr *addr, __u8 ipv,
+					 __u32 epoch, bool tx)
+{
+	struct agg_stats *s;
+	struct agg_key k;
+	bool own;
+
+	make_agg_key(&k, addr, ipv);
+	s = agg_stats_create(&k, epoch, &own);
+	if (s)
+		agg_fold_traffic(tx ? &s->tx : &s->rx, f);
+}
+
+/* Adds f, the fold of the direction of the flow with key that side sends
+ * (0: key->saddr), to epoch's records of its source's prefix (rx) and its
+ * destination's (tx) and to the global record, and empties it
+ * (AGG_FOLD_READY too: its interval is over). A function of its own: the
+ * going flow's callers are deep in the data path (6.1's combined stack
+ * limit, see agg_count_slow). */
+__noinline int agg_fold_add(const struct network_tuple *key, __u32 side,
+			    struct agg_fold *f, __u32 epoch)
+{
+	struct agg_global *g;
+	struct agg_fold n;
+	__u32 zero = 0;
+
+	if (!key || !f)
+		return 0;
+	n.pkts = f->pkts & ~AGG_FOLD_READY;
+	n.l3_bytes = f->l3_bytes;
+	f->pkts = 0;
+	f->l3_bytes = 0;
+	if (!n.pkts)
+		return 0;
+	agg_fold_end(&n, side ? &key->daddr.ip : &key->saddr.ip, key->ipv,
+		     epoch, false);
+	agg_fold_end(&n, side ? &key->saddr.ip : &key->daddr.ip, key->ipv,
+		     epoch, true);
+	g = bpf_map_lookup_elem(&agg_global_map, &zero);
+	if (g) {
+		g->proto[IPPROTO_TCP].pkts += n.pkts;
+		g->proto[IPPROTO_TCP].bytes +=
+			n.l3_bytes + n.pkts * ETH_HLEN_BYTES;
+	}
+	return 0;
+}
+
+/* Both directions' folds of a going flow, both parities, to the current
+ * epoch (declared in flowtable.h). */
+int agg_flush_flow(struct flow_slot *s)
+{
+	__u32 epoch = READ_ONCE(agg_epoch);
+	struct flow_dir_state *d;
+	int side, p;
+
+	if (!s)
+		return 0;
+#pragma unroll
+	for (side = 0; side < 2; side++) {
+		d = &s->state.dir[side];
+#pragma unroll
+		for (p = 0; p < 2; p++)
+			if (d->u.agg.fold[p].pkts)
+				agg_fold_add(&s->key, side, &d->u.agg.fold[p],
+					     epoch);
+	}
+	return 0;
+}
+
+/* Folds the old parity of the flows among the slots that one word of
+ * flow_used marks in use; a pair with only AGG_FOLD_READY set is emptied
+ * too. */
+static long agg_fold_used_cb(void *map, __u32 *word, __u64 *used,
+			     __u32 *old_epoch)
+{
+	__u64 bits = *used;
+	__u32 old = *old_epoch;
+	struct flow_dir_state *d;
+	struct flow_slot *s;
+	int b, side;
+
+	for (b = 0; b < FLOW_USED_BITS && bits; b++, bits >>= 1) {
+		if (!(bits & 1))
+			continue;
+		/* A claimed slot's deleter flushes it. */
+		s = flow_used_slot(*word, b);
+		if (!s)
+			continue;
+#pragma unroll
+		for (side = 0; side < 2; side++) {
+			d = &s->state.dir[side];
+			if (d->u.agg.fold[old & 1].pkts)
+				agg_fold_add(&s->key, side,
+					     &d->u.agg.fold[old & 1], old);
+		}
+	}
+	return 0;
+}
+
+/* Run by user space after each epoch flip and grace period, before it
+ * reads the old epoch (the packet BPF_PROG_TEST_RUN hands in is ignored).
+ * It writes this CPU's copy of the per-CPU records; user space sums the
+ * copies. */
+SEC("tc")
+int rttscope_agg_fold(struct __sk_buff *skb)
+{
+	__u32 old = READ_ONCE(agg_epoch) ^ 1;
+
+	bpf_for_each_map_elem(&flow_used, agg_fold_used_cb, &old, 0);
+	return TC_NEXT;
+}
+
+#endif /* RTTSCOPE_AGG_FOLD_H */
