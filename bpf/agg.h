@@ -342,22 +342,33 @@ struct agg_pkt {
 	__u32 l2l3_len; /* from the link-layer header on */
 };
 
-static __always_inline void count_traffic(struct traffic_counters *tc,
-					  const struct agg_pkt *a)
+/* Adds n packets of one kind (a's class, ePPing class and ECN codepoint)
+ * and their l3_bytes / l2l3_bytes to tc: one packet per call on the
+ * packet path, a flow's folded packets at the interval's end
+ * (agg_fold.h). */
+static __always_inline void count_traffic_n(struct traffic_counters *tc,
+					    const struct agg_pkt *a, __u64 n,
+					    __u64 l3_bytes, __u64 l2l3_bytes)
 {
 	__u32 cls = a->cls & (PROTO_CLASSES - 1), epp = a->epp;
 
-	tc->pkts[cls]++;
-	tc->bytes[cls] += a->l3_len;
+	tc->pkts[cls] += n;
+	tc->bytes[cls] += l3_bytes;
 	/* Not-ECT and TCP_TS packets are derived (struct traffic_counters). */
 	if (a->ecn & 3)
-		tc->ecn[a->ecn & 3]++;
+		tc->ecn[a->ecn & 3] += n;
 	barrier_var(epp);
 	if (epp < EPP_CLASSES) {
-		tc->epp_bytes[epp] += a->l2l3_len;
+		tc->epp_bytes[epp] += l2l3_bytes;
 		if (epp != EPP_TCP_TS)
-			tc->epp_pkts[epp]++;
+			tc->epp_pkts[epp] += n;
 	}
+}
+
+static __always_inline void count_traffic(struct traffic_counters *tc,
+					  const struct agg_pkt *a)
+{
+	count_traffic_n(tc, a, 1, a->l3_len, a->l2l3_len);
 }
 
 /* Gives an empty slot to prefix k, whose own entry exists in the current
@@ -481,10 +492,11 @@ static __always_inline bool agg_count_end(const struct agg_pkt *a,
 	return true;
 }
 
-/* An IP packet in ePPing's global record: by IP protocol and ECN
- * codepoint (tos), l2l3_len bytes from the link-layer header on. */
-static __always_inline void agg_count_global_ip(__u8 proto, __u32 l2l3_len,
-						__u8 tos)
+/* n IP packets of protocol proto and ECN codepoint tos & 3 in ePPing's
+ * global record, l2l3_bytes from the link-layer header on: one packet on
+ * the packet path, a flow's folded packets at the interval's end. */
+static __always_inline void agg_count_global_ip_n(__u8 proto, __u64 n,
+						  __u64 l2l3_bytes, __u8 tos)
 {
 	struct agg_global *g;
 	__u32 zero = 0;
@@ -492,10 +504,16 @@ static __always_inline void agg_count_global_ip(__u8 proto, __u32 l2l3_len,
 	g = bpf_map_lookup_elem(&agg_global_map, &zero);
 	if (!g)
 		return;
-	g->proto[proto].pkts++;
-	g->proto[proto].bytes += l2l3_len;
+	g->proto[proto].pkts += n;
+	g->proto[proto].bytes += l2l3_bytes;
 	if (tos & 3) /* Not-ECT is derived (struct agg_global) */
-		g->ecn[tos & 3]++;
+		g->ecn[tos & 3] += n;
+}
+
+static __always_inline void agg_count_global_ip(__u8 proto, __u32 l2l3_len,
+						__u8 tos)
+{
+	agg_count_global_ip_n(proto, 1, l2l3_len, tos);
 }
 
 /* ePPing's global record: every packet by IP protocol (non-IP apart) and

@@ -32,15 +32,11 @@
 #include "agg.h"
 #include "flowtable.h"
 
-/* What count_traffic() adds for f's packets, all of one kind (struct
- * agg_fold): TCP, ePPing's TCP_TS class (derived by user space), Not-ECT
- * (derived too), from a 14-byte Ethernet header on. */
-static __always_inline void agg_fold_traffic(struct traffic_counters *tc,
-					     const struct agg_fold *f)
+/* The kind of every folded packet (struct agg_fold): TCP, ePPing's
+ * TCP_TS class, Not-ECT; 14 bytes of Ethernet header each. */
+static __always_inline void agg_fold_pkt(struct agg_pkt *a)
 {
-	tc->pkts[PROTO_CLASS_TCP] += f->pkts;
-	tc->bytes[PROTO_CLASS_TCP] += f->l3_bytes;
-	tc->epp_bytes[EPP_TCP_TS] += f->l3_bytes + f->pkts * ETH_HLEN_BYTES;
+	agg_pkt_set(a, IPPROTO_TCP, true, 0, 0, 0);
 }
 
 static __always_inline void agg_fold_end(const struct agg_fold *f,
@@ -48,13 +44,17 @@ static __always_inline void agg_fold_end(const struct agg_fold *f,
 					 __u32 epoch, bool tx)
 {
 	struct agg_stats *s;
+	struct agg_pkt a;
 	struct agg_key k;
 	bool own;
 
 	make_agg_key(&k, addr, ipv);
 	s = agg_stats_create(&k, epoch, &own);
-	if (s)
-		agg_fold_traffic(tx ? &s->tx : &s->rx, f);
+	if (!s)
+		return;
+	agg_fold_pkt(&a);
+	count_traffic_n(tx ? &s->tx : &s->rx, &a, f->pkts, f->l3_bytes,
+			f->l3_bytes + f->pkts * ETH_HLEN_BYTES);
 }
 
 /* Adds f, the fold of the direction of the flow with key that side sends
@@ -66,9 +66,7 @@ static __always_inline void agg_fold_end(const struct agg_fold *f,
 __noinline int agg_fold_add(const struct network_tuple *key, __u32 side,
 			    struct agg_fold *f, __u32 epoch)
 {
-	struct agg_global *g;
 	struct agg_fold n;
-	__u32 zero = 0;
 
 	if (!key || !f)
 		return 0;
@@ -82,13 +80,20 @@ __noinline int agg_fold_add(const struct network_tuple *key, __u32 side,
 		     epoch, false);
 	agg_fold_end(&n, side ? &key->saddr.ip : &key->daddr.ip, key->ipv,
 		     epoch, true);
-	g = bpf_map_lookup_elem(&agg_global_map, &zero);
-	if (g) {
-		g->proto[IPPROTO_TCP].pkts += n.pkts;
-		g->proto[IPPROTO_TCP].bytes +=
-			n.l3_bytes + n.pkts * ETH_HLEN_BYTES;
-	}
+	agg_count_global_ip_n(IPPROTO_TCP, n.pkts,
+			      n.l3_bytes + n.pkts * ETH_HLEN_BYTES, 0);
 	return 0;
+}
+
+/* Folds pair p of side's direction of the flow in s into epoch, if it
+ * holds anything (counts, or AGG_FOLD_READY alone, which it clears). */
+static __always_inline void agg_fold_pair(struct flow_slot *s, int side,
+					  __u32 p, __u32 epoch)
+{
+	struct agg_fold *f = &s->state.dir[side].u.agg.fold[p & 1];
+
+	if (f->pkts)
+		agg_fold_add(&s->key, side, f, epoch);
 }
 
 /* Both directions' folds of a going flow, both parities, to the current
@@ -96,20 +101,15 @@ __noinline int agg_fold_add(const struct network_tuple *key, __u32 side,
 int agg_flush_flow(struct flow_slot *s)
 {
 	__u32 epoch = READ_ONCE(agg_epoch);
-	struct flow_dir_state *d;
 	int side, p;
 
 	if (!s)
 		return 0;
 #pragma unroll
-	for (side = 0; side < 2; side++) {
-		d = &s->state.dir[side];
+	for (side = 0; side < 2; side++)
 #pragma unroll
 		for (p = 0; p < 2; p++)
-			if (d->u.agg.fold[p].pkts)
-				agg_fold_add(&s->key, side, &d->u.agg.fold[p],
-					     epoch);
-	}
+			agg_fold_pair(s, side, p, epoch);
 	return 0;
 }
 
@@ -121,7 +121,6 @@ static long agg_fold_used_cb(void *map, __u32 *word, __u64 *used,
 {
 	__u64 bits = *used;
 	__u32 old = *old_epoch;
-	struct flow_dir_state *d;
 	struct flow_slot *s;
 	int b, side;
 
@@ -133,12 +132,8 @@ static long agg_fold_used_cb(void *map, __u32 *word, __u64 *used,
 		if (!s)
 			continue;
 #pragma unroll
-		for (side = 0; side < 2; side++) {
-			d = &s->state.dir[side];
-			if (d->u.agg.fold[old & 1].pkts)
-				agg_fold_add(&s->key, side,
-					     &d->u.agg.fold[old & 1], old);
-		}
+		for (side = 0; side < 2; side++)
+			agg_fold_pair(s, side, old, old);
 	}
 	return 0;
 }
