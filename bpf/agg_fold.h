@@ -7,10 +7,12 @@
  * write three counters in each and two in ePPing's global record: five or
  * more cache lines and some fifty instructions a packet that the default
  * mode does not pay (docs/performance.md, Round 20). Every such segment is
- * of one kind: IPv4 TCP with the timestamp option, no ECN codepoint, an
- * Ethernet header of 14 bytes. Its records therefore only need how many
- * there were and their IP bytes, which the fast path adds in the sender
- * direction of the flow it has just found (flow.h, struct agg_fold), in a
+ * IPv4 TCP with the timestamp option, and a flow direction's segments are
+ * nearly all of one kind: one length of link-layer header (14 bytes, 18 on
+ * a VLAN) and one ECN codepoint (Not-ECT, or ECT(0) in an ECN flow). Their
+ * records therefore only need how many there were and their IP bytes,
+ * which the fast path adds in the sender direction of the flow it has just
+ * found (flow.h, struct agg_fold; the kind in the count's top bits), in a
  * pair of counters chosen by the parity of agg_epoch.
  *
  * After user space flips agg_epoch and the grace period has passed
@@ -21,9 +23,10 @@
  * to the global record, and zeroes them, before user space reads that
  * epoch. So every packet still lands in the interval it was counted in. A
  * flow that goes (closed, expired, evicted) adds both parities to the
- * current epoch first (agg_flush_flow), so nothing it counted is lost; a
- * flow going on another CPU while the walk reads it can be counted twice,
- * the window of the other per-flow races (handle_packet). Replay runs one
+ * current epoch first (agg_flush_flow), so nothing it counted is lost. A
+ * flow going on one CPU while the walk reads it on another is not counted
+ * twice: each takes a pair's two words with an atomic exchange, so each
+ * word is added by one of them (agg_fold_take). Replay runs one
  * program at a time: there the fold is exact (TestFastPathSameOutput
  * compares every record with the general path's per-packet counting). */
 #ifndef RTTSCOPE_AGG_FOLD_H
@@ -32,14 +35,40 @@
 #include "agg.h"
 #include "flowtable.h"
 
-/* The kind of every folded packet (struct agg_fold): TCP, ePPing's
- * TCP_TS class, Not-ECT; 14 bytes of Ethernet header each. */
-static __always_inline void agg_fold_pkt(struct agg_pkt *a)
+/* Takes the counts out of f into n (n->pkts with f's kind bits) and leaves
+ * f empty (AGG_FOLD_READY and the kind too: its interval is over); false
+ * when there was nothing. Each word with an atomic exchange: when the walk
+ * and a going flow's flush take the same pair at once, one may get the
+ * packets and the other the bytes, and each adds what it got, so the sums
+ * stay exact (bytes alone come with no kind: no packet, no link-layer
+ * byte, no ECN count). */
+static __always_inline bool agg_fold_take(struct agg_fold *f,
+					  struct agg_fold *n)
 {
-	agg_pkt_set(a, IPPROTO_TCP, true, 0, 0, 0);
+	n->pkts = __sync_lock_test_and_set(&f->pkts, 0);
+	n->l3_bytes = __sync_lock_test_and_set(&f->l3_bytes, 0);
+	return (n->pkts & AGG_FOLD_COUNT_MASK) || n->l3_bytes;
 }
 
-static __always_inline void agg_fold_end(const struct agg_fold *f,
+static __always_inline __u64 agg_fold_count(const struct agg_fold *n)
+{
+	return n->pkts & AGG_FOLD_COUNT_MASK;
+}
+
+static __always_inline __u8 agg_fold_ecn(const struct agg_fold *n)
+{
+	return (n->pkts >> AGG_FOLD_ECN_SHIFT) & 3;
+}
+
+/* The bytes of n's packets from the link-layer header on. */
+static __always_inline __u64 agg_fold_l2l3_bytes(const struct agg_fold *n)
+{
+	return n->l3_bytes +
+	       agg_fold_count(n) *
+		       ((n->pkts >> AGG_FOLD_L2_SHIFT) & AGG_FOLD_L2_MAX);
+}
+
+static __always_inline void agg_fold_end(const struct agg_fold *n,
 					 const struct in6_addr *addr, __u8 ipv,
 					 __u32 epoch, bool tx)
 {
@@ -52,36 +81,31 @@ static __always_inline void agg_fold_end(const struct agg_fold *f,
 	s = agg_stats_create(&k, epoch, &own);
 	if (!s)
 		return;
-	agg_fold_pkt(&a);
-	count_traffic_n(tx ? &s->tx : &s->rx, &a, f->pkts, f->l3_bytes,
-			f->l3_bytes + f->pkts * ETH_HLEN_BYTES);
+	/* TCP, ePPing's TCP_TS class (the lengths passed below). */
+	agg_pkt_set(&a, IPPROTO_TCP, true, agg_fold_ecn(n), 0, 0);
+	count_traffic_n(tx ? &s->tx : &s->rx, &a, agg_fold_count(n),
+			n->l3_bytes, agg_fold_l2l3_bytes(n));
 }
 
 /* Adds f, the fold of the direction of the flow with key that side sends
  * (0: key->saddr), to epoch's records of its source's prefix (rx) and its
- * destination's (tx) and to the global record, and empties it
- * (AGG_FOLD_READY too: its interval is over). A function of its own: the
- * going flow's callers are deep in the data path (6.1's combined stack
- * limit, see agg_count_slow). */
+ * destination's (tx) and to the global record, and empties it. A function
+ * of its own: the going flow's callers are deep in the data path (6.1's
+ * combined stack limit, see agg_count_slow). */
 __noinline int agg_fold_add(const struct network_tuple *key, __u32 side,
 			    struct agg_fold *f, __u32 epoch)
 {
 	struct agg_fold n;
 
-	if (!key || !f)
-		return 0;
-	n.pkts = f->pkts & ~AGG_FOLD_READY;
-	n.l3_bytes = f->l3_bytes;
-	f->pkts = 0;
-	f->l3_bytes = 0;
-	if (!n.pkts)
+	if (!key || !f || !agg_fold_take(f, &n))
 		return 0;
 	agg_fold_end(&n, side ? &key->daddr.ip : &key->saddr.ip, key->ipv,
 		     epoch, false);
 	agg_fold_end(&n, side ? &key->saddr.ip : &key->daddr.ip, key->ipv,
 		     epoch, true);
-	agg_count_global_ip_n(IPPROTO_TCP, n.pkts,
-			      n.l3_bytes + n.pkts * ETH_HLEN_BYTES, 0);
+	agg_count_global_ip_n(IPPROTO_TCP, agg_fold_count(&n),
+			      agg_fold_l2l3_bytes(&n), agg_fold_ecn(&n));
+	count_add(COUNTER_AGG_FOLDED, agg_fold_count(&n));
 	return 0;
 }
 

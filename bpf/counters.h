@@ -56,6 +56,10 @@ enum counter {
 	 * at a time and when their flow goes; user space adds what the flows
 	 * still there keep (loader, StatsExact) */
 	COUNTER_FAST_PATH,
+	/* aggregated mode: fast-path packets counted in their flow and added
+	 * to the prefixes at the interval's end or when the flow went
+	 * (agg_fold.h) */
+	COUNTER_AGG_FOLDED,
 	COUNTER_NR,
 };
 _Static_assert(COUNTER_SAMPLES_QUIC_SPIN - COUNTER_SAMPLES_TCP_TS ==

@@ -205,7 +205,6 @@ static __always_inline bool fast_path(struct parsing_context *pctx, void *l3,
 	struct agg_slot *src = NULL, *dst = NULL;
 	struct flow_dir_state *snd, *orig;
 	bool pid_valid, stamp = false, newest_echo = false, fold = false;
-	struct agg_fold *c = NULL;
 	struct flow_slot *slot;
 	struct fast_seg f;
 	struct agg_pkt a;
@@ -257,22 +256,31 @@ static __always_inline bool fast_path(struct parsing_context *pctx, void *l3,
 	}
 	/* Aggregated mode: counted in the flow (agg_fold.h) once a packet of
 	 * this side has made sure of its prefixes' entries in this interval
-	 * (AGG_FOLD_READY); the epoch read here is the one the grace period
-	 * after a flip waits for. Else in the prefix slots. */
-	if (cfg_agg_fold && !(f.tos & 3) && f.l2_len == ETH_HLEN_BYTES) {
-		c = &snd->u.agg.fold[READ_ONCE(agg_epoch) & 1];
-		if (!(c->pkts & AGG_FOLD_READY))
+	 * (AGG_FOLD_READY), if it is of the kind the pair counts; the epoch
+	 * read here is the one the grace period after a flip waits for. Else
+	 * in the prefix slots. */
+	if (cfg_agg_fold && f.l2_len <= AGG_FOLD_L2_MAX) {
+		struct agg_fold *c = &snd->u.agg.fold[READ_ONCE(agg_epoch) & 1];
+		__u64 kind = AGG_FOLD_READY | agg_fold_kind(f.l2_len, f.tos);
+		__u64 n = c->pkts;
+
+		if (!(n & AGG_FOLD_READY))
 			return false; /* agg_count_tracked() */
-		fold = true;
+		/* The pair's kind, or none yet: the pair is empty. Counted
+		 * here, not with the writes below: nothing below turns a
+		 * folded packet away, and the two words kept live to there
+		 * took 40 bytes more of the stack (6.1 allows 512). */
+		if (n == AGG_FOLD_READY || (n & ~AGG_FOLD_COUNT_MASK) == kind) {
+			c->pkts = (n | kind) + 1;
+			c->l3_bytes += f.l3_len;
+			fold = true;
+		}
 	}
 	if (cfg_aggregate && !fold && !fast_agg_slots(l3, &src, &dst))
 		return false; /* agg_count_end() fills or counts elsewhere */
 
 	/* Taken: the general path's writes for this packet. */
-	if (fold) {
-		c->pkts++;
-		c->l3_bytes += f.l3_len;
-	} else if (cfg_aggregate && src && dst) {
+	if (!fold && cfg_aggregate && src && dst) {
 		agg_count_global_ip(IPPROTO_TCP, f.l2_len + f.l3_len, f.tos);
 		agg_pkt_set(&a, IPPROTO_TCP, true, f.tos, f.l3_len,
 			    f.l2_len + f.l3_len);

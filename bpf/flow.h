@@ -6,11 +6,12 @@
 #include "tuple.h"
 
 /* Aggregated mode's count of a side's packets that took the fast path
- * (fastpath.h): IPv4 TCP segments with timestamps, no ECN codepoint and an
- * Ethernet header of 14 bytes, so that these two counts are all the prefix
- * and global records need of them (agg_fold.h). */
+ * (fastpath.h): IPv4 TCP segments with timestamps, all of one kind (the
+ * length of their link-layer header and their ECN codepoint, kept in
+ * pkts), so that these two counts are all the prefix and global records
+ * need of them (agg_fold.h). */
 struct agg_fold {
-	__u64 pkts; /* and AGG_FOLD_READY */
+	__u64 pkts; /* AGG_FOLD_READY, the kind, the count */
 	__u64 l3_bytes; /* IP header + payload */
 };
 
@@ -21,6 +22,22 @@ struct agg_fold {
  * meets its entry exactly when it would without the fold. The fold's walk
  * zeroes the pair, this bit too, after each of its intervals. */
 #define AGG_FOLD_READY (1ULL << 63)
+
+/* Below AGG_FOLD_READY, the kind of the pair's packets: the first packet
+ * the pair counts sets it, and only packets of that kind count there
+ * after it (fastpath.h); others, a CE mark in an ECT(0) flow say, count
+ * in the prefix slots. A flow on a VLAN (18 bytes of header) or with ECN
+ * sends its packets of one kind as much as a plain Ethernet flow does. */
+#define AGG_FOLD_ECN_SHIFT  54 /* 2 bits: tos & 3 */
+#define AGG_FOLD_L2_SHIFT   56 /* 7 bits: link-layer header bytes */
+#define AGG_FOLD_L2_MAX	    127
+#define AGG_FOLD_COUNT_MASK ((1ULL << AGG_FOLD_ECN_SHIFT) - 1)
+
+static __always_inline __u64 agg_fold_kind(__u32 l2_len, __u8 tos)
+{
+	return (__u64)l2_len << AGG_FOLD_L2_SHIFT |
+	       (__u64)(tos & 3) << AGG_FOLD_ECN_SHIFT;
+}
 
 /* Aggregated mode's part of a flow direction (flow_dir_state.u). */
 struct flow_dir_agg {

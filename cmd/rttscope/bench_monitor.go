@@ -78,6 +78,7 @@ func newBenchMonitorCmd() *cobra.Command {
 	f.DurationVar(&o.ExternalStart, "external-start", o.ExternalStart, "time an external monitor gets to start before its window's warm-up")
 	f.DurationVar(&o.ExternalAttach, "external-attach", 0, "then wait up to this long for BPF programs to appear on the interface (for monitors such as ePPing that load for seconds; none by then: the external is not available)")
 	f.IntVar(&o.WriteSize, "write-size", o.WriteSize, "bytes per TCP write")
+	f.BoolVar(&o.ECN, "ecn", false, "the TCP endpoints negotiate ECN (net.ipv4.tcp_ecn=1): data segments ECT(0), ACKs Not-ECT")
 	f.StringVar(&trate, "tcp-rate", "unlimited", "aggregate TCP rate of all flows (e.g. 200mbit)")
 	f.IntVar(&o.UDPPayload, "udp-payload", o.UDPPayload, "UDP payload bytes")
 	f.Uint64Var(&o.UDPPPS, "udp-pps", o.UDPPPS, "UDP datagrams per second (0 = as fast as the senders go)")

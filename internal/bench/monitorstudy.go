@@ -80,9 +80,13 @@ type MonitorOptions struct {
 	ExternalAttach time.Duration
 	WriteSize      int
 	TCPRate        uint64 // aggregate bytes/s, 0 = as fast as TCP goes
-	UDPPayload     int
-	UDPPPS         uint64
-	UDPSenders     int
+	// ECN has the TCP endpoints negotiate ECN (net.ipv4.tcp_ecn=1 in the
+	// client's and the servers' namespaces): the data segments carry
+	// ECT(0), as from hosts with ECN on, and the ACKs Not-ECT.
+	ECN        bool
+	UDPPayload int
+	UDPPPS     uint64
+	UDPSenders int
 	// BPFStats turns the kernel's BPF run-time accounting on for the run
 	// (the BPF ns and CPU share figures need it). Off, every program runs
 	// as in production, without the accounting's clock reads, and the
@@ -216,6 +220,11 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 		return nil, err
 	}
 	defer closeLab(l, &err)
+	if o.ECN {
+		if err := enableECN(l); err != nil {
+			return nil, err
+		}
+	}
 	lb, err := newLoadBench(&lo, l, o.MonitorBinary)
 	if err != nil {
 		return nil, err
@@ -263,8 +272,8 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			"rttscope":  "rttscope monitor --netns ROUTER -i mb-srv0 --tc-mode tcx -F jsonl --stats-interval 1s -w FILE, plus: per-sample --rate-limit 0; sampled: defaults; aggregated: --aggregate 1s; flow-summary: --flow-summary --flow-summary-interval 1s",
 			"tcpdump":   "tcpdump -n -i mb-srv0 -w FILE (full packets), stopped with SIGINT",
 			"bpf_stats": statsNote,
-			"traffic": fmt.Sprintf("TCP flows %v (writes of %d B, rate %s), UDP %v (%d B payload, %d sender(s))",
-				o.Flows, o.WriteSize, rateText(o.TCPRate*8), o.UDP, o.UDPPayload, o.UDPSenders),
+			"traffic": fmt.Sprintf("TCP flows %v (writes of %d B, rate %s, ECN %v), UDP %v (%d B payload, %d sender(s))",
+				o.Flows, o.WriteSize, rateText(o.TCPRate*8), o.ECN, o.UDP, o.UDPPayload, o.UDPSenders),
 		},
 	}
 	st.Configs = append(st.Configs, StudyConfig{Name: ProgNone})
@@ -645,4 +654,15 @@ func (ms *monState) statsBeforeWindow() (float64, error) {
 		return 0, errors.New("--bpf-stats=false: the kernel accounts BPF run time (sysctl kernel.bpf_stats_enabled=1, or a process holding BPF_ENABLE_STATS such as `rttscope monitor --bpf-stats`); set the sysctl to 0 or stop that process, or drop --bpf-stats=false")
 	}
 	return 0, nil
+}
+
+// enableECN has the lab's TCP endpoints (the client and every server)
+// negotiate ECN on the connections they open and accept.
+func enableECN(l *lab.Lab) error {
+	for _, n := range append([]*lab.Node{l.Client}, l.Servers...) {
+		if err := n.SetSysctl("net.ipv4.tcp_ecn", "1"); err != nil {
+			return fmt.Errorf("--ecn: net.ipv4.tcp_ecn=1 in namespace %s: %w", n.Name, err)
+		}
+	}
+	return nil
 }

@@ -64,6 +64,7 @@ var StatsCounters = [...]StatsCounter{
 	{"quic_spin_rejected", probe.RttscopeCounterCOUNTER_QUIC_SPIN_REJECTED, func(s *Stats) *uint64 { return &s.QUICSpinRejected }},
 	{"quic_spin_random", probe.RttscopeCounterCOUNTER_QUIC_SPIN_RANDOM, func(s *Stats) *uint64 { return &s.QUICSpinRandom }},
 	{"fast_path_packets", probe.RttscopeCounterCOUNTER_FAST_PATH, func(s *Stats) *uint64 { return &s.FastPathPackets }},
+	{"agg_folded_packets", probe.RttscopeCounterCOUNTER_AGG_FOLDED, func(s *Stats) *uint64 { return &s.AggFoldedPackets }},
 }
 
 // SetCounters fills the counters of s from the kernel's: each kernel

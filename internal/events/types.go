@@ -319,6 +319,14 @@ type Stats struct {
 	// to 15 per direction of a flow still tracked, a run's last record
 	// and replay's are exact (docs/design.md).
 	FastPathPackets uint64
+	// AggFoldedPackets counts, in aggregated mode, the fast path's
+	// packets that were counted in their flow and added to the prefixes'
+	// records at their interval's end or when the flow went
+	// (bpf/agg_fold.h), the rest of aggregated mode's packets having
+	// counted in the prefixes one by one: the share of the traffic that
+	// took the cheap way. A periodic record counts the intervals folded
+	// by then.
+	AggFoldedPackets uint64
 	// Variant names the variant of each optional part in use, as
 	// "cleanup=iterator summaries=map-walk" (loader.Variant); empty in
 	// records that do not carry it.

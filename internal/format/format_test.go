@@ -397,7 +397,7 @@ var (
 		"flows_created", "flows_deleted", "timestamps_created", "timestamps_deleted", "summary_map_full", "summary_ringbuf_full", "summaries_sent",
 		"samples_tcp_ts", "samples_icmp", "samples_tcp_seq", "samples_tcp_syn", "samples_dns", "samples_quic_spin",
 		"tcp_seq_retransmissions", "tcp_seq_ambiguous", "dns_duplicate_queries", "dns_unmatched_responses",
-		"quic_spin_rejected", "quic_spin_random", "fast_path_packets"}
+		"quic_spin_rejected", "quic_spin_random", "fast_path_packets", "agg_folded_packets"}
 )
 
 // wantStatsKeys returns the top-level keys of s's json record in order.
@@ -840,7 +840,7 @@ func statsWith(extra string) string {
 		`"summary_ringbuf_full":0,"summaries_sent":0,"samples_tcp_ts":0,"samples_icmp":0,"samples_tcp_seq":0,` +
 		`"samples_tcp_syn":0,"samples_dns":0,"samples_quic_spin":0,"tcp_seq_retransmissions":0,"tcp_seq_ambiguous":0,` +
 		`"dns_duplicate_queries":0,"dns_unmatched_responses":0,"quic_spin_rejected":0,"quic_spin_random":0,` +
-		`"fast_path_packets":0,` +
+		`"fast_path_packets":0,"agg_folded_packets":0,` +
 		extra + `}`
 }
 
@@ -924,10 +924,10 @@ func TestStatsTelemetry(t *testing.T) {
 	// Without telemetry (replay) the record is the counters only.
 	bare := *on
 	bare.Process, bare.BPF = nil, nil
-	if js := string(appendStatsJSON(nil, &bare)); !strings.HasSuffix(js, `"quic_spin_random":2,"fast_path_packets":0}`) {
+	if js := string(appendStatsJSON(nil, &bare)); !strings.HasSuffix(js, `"quic_spin_random":2,"fast_path_packets":0,"agg_folded_packets":0}`) {
 		t.Errorf("without telemetry: %s", js)
 	}
-	if line := string(appendStatsLine(nil, &bare, time.UTC)); !strings.HasSuffix(line, " quic_spin_random=2 fast_path_packets=0\n") {
+	if line := string(appendStatsLine(nil, &bare, time.UTC)); !strings.HasSuffix(line, " quic_spin_random=2 fast_path_packets=0 agg_folded_packets=0\n") {
 		t.Errorf("without telemetry: %s", line)
 	}
 }

@@ -99,7 +99,8 @@ const (
 	RttscopeCounterCOUNTER_QUIC_SPIN_REJECTED      RttscopeCounter = 29
 	RttscopeCounterCOUNTER_QUIC_SPIN_RANDOM        RttscopeCounter = 30
 	RttscopeCounterCOUNTER_FAST_PATH               RttscopeCounter = 31
-	RttscopeCounterCOUNTER_NR                      RttscopeCounter = 32
+	RttscopeCounterCOUNTER_AGG_FOLDED              RttscopeCounter = 32
+	RttscopeCounterCOUNTER_NR                      RttscopeCounter = 33
 )
 
 type RttscopeEventType uint32

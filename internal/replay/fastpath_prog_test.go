@@ -65,21 +65,24 @@ func TestFastPathSameOutput(t *testing.T) {
 		report sampling.Report
 		// disable: more features switched off (kernel.DisableEnv)
 		disable string
+		// fold: the fast path's packets are folded (agg_folded_packets
+		// above zero with it, zero without)
+		fold bool
 	}{
-		{"defaults", defaults, sampling.Report{}, ""},
-		{"every-tsval", runConfig(), sampling.Report{}, ""},
-		{"first-tsval-ts-mode", first, sampling.Report{}, ""},
-		{"short-rate-limit", short, sampling.Report{}, ""},
-		{"rtt-rate", rttRate, sampling.Report{}, ""},
-		{"summaries", summary, sampling.Report{}, ""},
+		{"defaults", defaults, sampling.Report{}, "", false},
+		{"every-tsval", runConfig(), sampling.Report{}, "", false},
+		{"first-tsval-ts-mode", first, sampling.Report{}, "", false},
+		{"short-rate-limit", short, sampling.Report{}, "", false},
+		{"rtt-rate", rttRate, sampling.Report{}, "", false},
+		{"summaries", summary, sampling.Report{}, "", false},
 		// The fast path's counts folded from the flows at each
 		// interval's end (bpf/agg_fold.h), flushed by flows that
 		// close, and by flows evicted from a tiny table; and without
 		// the fold, counted in the prefix slots.
-		{"aggregated", agg, aggReport, ""},
-		{"aggregated-tiny-flow-table", aggTiny, aggReport, ""},
-		{"aggregated-slots", agg, aggReport, "for_each_map_elem"},
-		{"tiny-flow-table", tiny, sampling.Report{}, ""},
+		{"aggregated", agg, aggReport, "", true},
+		{"aggregated-tiny-flow-table", aggTiny, aggReport, "", true},
+		{"aggregated-slots", agg, aggReport, "for_each_map_elem", false},
+		{"tiny-flow-table", tiny, sampling.Report{}, "", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -87,7 +90,7 @@ func TestFastPathSameOutput(t *testing.T) {
 				t.Setenv(kernel.DisableEnv, "xdp_test_run_meta,"+c.disable)
 			}
 			var out [2]string
-			var fast [2]uint64
+			var fast [2]fastCounts
 			for i, general := range []bool{false, true} {
 				cfg := c.cfg
 				cfg.GeneralPathOnly = general
@@ -100,8 +103,11 @@ func TestFastPathSameOutput(t *testing.T) {
 					t.Fatalf("the replay did not run the tc programs:\n%s", out[i])
 				}
 			}
-			if fast[0] == 0 || fast[1] != 0 {
-				t.Errorf("fast_path_packets: %d with the fast path, %d without (want > 0 and 0)", fast[0], fast[1])
+			if fast[0].fast == 0 || fast[1].fast != 0 {
+				t.Errorf("fast_path_packets: %d with the fast path, %d without (want > 0 and 0)", fast[0].fast, fast[1].fast)
+			}
+			if folded := fast[0].folded > 0; folded != c.fold || fast[1].folded != 0 {
+				t.Errorf("agg_folded_packets: %d with the fast path, %d without (want folded %v and 0)", fast[0].folded, fast[1].folded, c.fold)
 			}
 			if !strings.Contains(out[1], `"rtt":`) && !strings.Contains(out[1], `"count_rtt":`) {
 				t.Fatalf("the general path reported no RTT: nothing compared\n%s", out[1])
@@ -109,19 +115,25 @@ func TestFastPathSameOutput(t *testing.T) {
 			if out[0] != out[1] {
 				t.Errorf("records differ with the fast path (-) and without (+):\n%s", lineDiff(out[0], out[1]))
 			}
-			t.Logf("%d of %d packets took the fast path", fast[0], len(frames))
+			t.Logf("%d of %d packets took the fast path, %d folded", fast[0].fast, len(frames), fast[0].folded)
 		})
 	}
 }
 
-var fastPathCount = regexp.MustCompile(`,"fast_path_packets":[0-9]+`)
+var fastPathCounts = regexp.MustCompile(`,"(fast_path|agg_folded)_packets":[0-9]+`)
+
+// fastCounts are the stats record's counts of the fast path's own work.
+type fastCounts struct {
+	fast   uint64 // fast_path_packets
+	folded uint64 // agg_folded_packets
+}
 
 // withoutFastPathCount returns the replay's records, sorted (records of
 // the same time may come in either order), with the stats record's
-// fast_path_packets taken out, and that count.
-func withoutFastPathCount(t *testing.T, out string) (string, uint64) {
+// fast_path_packets and agg_folded_packets taken out, and those counts.
+func withoutFastPathCount(t *testing.T, out string) (string, fastCounts) {
 	t.Helper()
-	var n uint64
+	var n fastCounts
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	for i, l := range lines {
 		if !strings.Contains(l, `"type":"stats"`) {
@@ -129,12 +141,13 @@ func withoutFastPathCount(t *testing.T, out string) (string, uint64) {
 		}
 		var rec struct {
 			FastPath *uint64 `json:"fast_path_packets"`
+			Folded   *uint64 `json:"agg_folded_packets"`
 		}
-		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.FastPath == nil {
-			t.Fatalf("stats record without fast_path_packets (%v): %s", err, l)
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.FastPath == nil || rec.Folded == nil {
+			t.Fatalf("stats record without fast_path_packets or agg_folded_packets (%v): %s", err, l)
 		}
-		n = *rec.FastPath
-		lines[i] = fastPathCount.ReplaceAllString(l, "")
+		n = fastCounts{*rec.FastPath, *rec.Folded}
+		lines[i] = fastPathCounts.ReplaceAllString(l, "")
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n"), n
@@ -333,11 +346,13 @@ func loneClientFlow(t0 int64) []timedPacket {
 }
 
 // TestFastPathTakesSteadyFlows: in mid-stream IPv4 TCP flows (either end's
-// address and port the lower, VLAN-tagged, with IP options) nearly every
-// segment takes the fast path at the monitor's defaults: all but each
-// flow's first packets, its timestamped segments (one per direction and
-// rate-limit interval) and the ACKs that match them. On the tc programs,
-// as TestFastPathSameOutput.
+// address and port the lower, VLAN-tagged, with IP options, with ECN)
+// nearly every segment takes the fast path at the monitor's defaults: all
+// but each flow's first packets, its timestamped segments (one per
+// direction and rate-limit interval) and the ACKs that match them. In
+// aggregated mode every packet the fast path takes is folded (each
+// direction sends packets of one kind: bpf/agg_fold.h). On the tc
+// programs, as TestFastPathSameOutput.
 func TestFastPathTakesSteadyFlows(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Setenv(kernel.DisableEnv, "xdp_test_run_meta")
@@ -348,12 +363,13 @@ func TestFastPathTakesSteadyFlows(t *testing.T) {
 		cport, sport uint16
 		vlan         bool
 		ipOpts       bool
+		ecn          bool // data ECT(0), ACKs Not-ECT (RFC 3168, 6.1.4)
 	}{
-		{"10.0.3.1", "198.51.100.9", 40000, 443, false, false},
-		{"10.0.3.2", "198.51.100.9", 80, 40001, false, false},
-		{"203.0.113.5", "10.0.3.3", 40002, 443, false, false},
-		{"203.0.113.6", "10.0.3.4", 22, 40003, true, false},
-		{"10.0.3.5", "10.0.3.5", 40004, 40005, false, true},
+		{"10.0.3.1", "198.51.100.9", 40000, 443, false, false, false},
+		{"10.0.3.2", "198.51.100.9", 80, 40001, false, false, true},
+		{"203.0.113.5", "10.0.3.3", 40002, 443, false, false, false},
+		{"203.0.113.6", "10.0.3.4", 22, 40003, true, false, true},
+		{"10.0.3.5", "10.0.3.5", 40004, 40005, false, true, false},
 	}
 	var pkts []timedPacket
 	for f, fl := range flows {
@@ -371,6 +387,9 @@ func TestFastPathTakesSteadyFlows(t *testing.T) {
 			tsv := 5000 + uint32(k*2)
 			data := pktcraft.Packet{Src: cli, Dst: srv, VLANs: vlans, IPv4Options: opts, TCP: &pktcraft.TCP{
 				SrcPort: fl.cport, DstPort: fl.sport, ACK: true, Seq: uint32(k * 1000), TSval: tsv, TSecr: 900 + uint32(k), Payload: make([]byte, 1000)}}
+			if fl.ecn {
+				data.TOS = 2
+			}
 			pkts = append(pkts, timedPacket{at, data, true})
 			if k%2 == 1 {
 				ack := pktcraft.Packet{Src: srv, Dst: cli, VLANs: vlans, IPv4Options: opts, TCP: &pktcraft.TCP{
@@ -389,12 +408,24 @@ func TestFastPathTakesSteadyFlows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, fast := withoutFastPathCount(t, string(b))
+	out, n := withoutFastPathCount(t, string(b))
 	if samples := strings.Count(out, `"rtt":`); samples < 3*len(flows) {
 		t.Errorf("%d samples from %d flows, want a few per flow:\n%s", samples, len(flows), out)
 	}
-	if fast < uint64(len(pkts))*9/10 {
-		t.Errorf("%d of %d packets took the fast path, want at least 90 %%", fast, len(pkts))
+	if n.fast < uint64(len(pkts))*9/10 {
+		t.Errorf("%d of %d packets took the fast path, want at least 90 %%", n.fast, len(pkts))
 	}
-	t.Logf("%d of %d packets took the fast path", fast, len(pkts))
+	t.Logf("%d of %d packets took the fast path", n.fast, len(pkts))
+
+	cfg.Aggregate = true
+	b, _, err = replayFile(t, path, "jsonl", replay.Options{BPF: cfg, Workers: 1, Stats: true,
+		Report: sampling.Report{AggregateInterval: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, n = withoutFastPathCount(t, string(b))
+	if n.fast < uint64(len(pkts))*8/10 || n.folded != n.fast {
+		t.Errorf("aggregated: %d of %d packets took the fast path, %d of them folded; want at least 80 %% and all", n.fast, len(pkts), n.folded)
+	}
+	t.Logf("aggregated: %d of %d packets took the fast path, %d folded", n.fast, len(pkts), n.folded)
 }
