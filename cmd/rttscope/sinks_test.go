@@ -264,8 +264,13 @@ func TestMonitorAllSinks(t *testing.T) {
 	}
 	// Wait (for a scrape after the last record) until Prometheus has
 	// every prefix's count; the limit only turns a mismatch into a failure.
+	// The file is read again on every try: on a loaded machine an interval
+	// can end after the first read and add a record (a late sample, or a
+	// prefix whose only traffic was a flow's last packets) that the next
+	// scrape has and the first read had not.
 	var got map[string]float64
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		want = fileAggregates(t, out)
 		res, err := prom.Query(ctx, "histogram_count(rttscope_rtt_seconds)")
 		if err != nil {
 			t.Fatal(err)
@@ -279,16 +284,29 @@ func TestMonitorAllSinks(t *testing.T) {
 			same = same && got[p] == float64(e.count)
 		}
 		if same {
+			samples = 0
+			for _, e := range want {
+				samples += e.count
+			}
 			break
 		}
 		if time.Now().After(deadline) {
+			// The verdict first, then only the series it is about:
+			// a long log gets cut in the middle.
+			t.Errorf("Prometheus has histogram counts %v, the file's aggregated records %v; targets %s", got, want, prom.TargetHealth())
 			r, _ := http.Get("http://" + addr + "/metrics")
 			if r != nil {
 				b, _ := io.ReadAll(r.Body)
 				_ = r.Body.Close()
-				t.Logf("/metrics:\n%s", b)
+				var counts []string
+				for _, line := range strings.Split(string(b), "\n") {
+					if strings.HasPrefix(line, "rttscope_rtt_seconds_count") || strings.HasPrefix(line, "rttscope_aggregated_samples_total") {
+						counts = append(counts, line)
+					}
+				}
+				t.Logf("/metrics now:\n%s", strings.Join(counts, "\n"))
 			}
-			t.Fatalf("Prometheus has histogram counts %v, the file's aggregated records %v; targets %s", got, want, prom.TargetHealth())
+			t.FailNow()
 		}
 	}
 	res, err := prom.Query(ctx, "rttscope_rtt_seconds")
