@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/testutil"
 )
 
@@ -16,23 +15,13 @@ import (
 // benchmark.
 func TestLoadTrafficTCP(t *testing.T) {
 	testutil.RequireRoot(t)
-	nsBefore := namespaces("rttload")
 	bins, cleanup, err := buildLoadPrograms()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cleanup()
 	ctx := context.Background()
-	l, err := lab.New(ctx, lab.Config{Prefix: "rttload", Paths: []lab.PathSpec{{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := l.Close(); err != nil {
-			t.Error(err)
-		}
-		noNewNamespaces(t, "rttload", nsBefore)
-	}()
+	l := directLab(t, "rttload")
 	o := DefaultOptions()
 	o.loadBins, o.LoadWriteSize, o.LoadTCPRate = bins, 100, 200_000
 	lb, err := newLoadBench(&o, l, "")

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"testing"
 
 	"github.com/rttscope/rttscope/internal/lab"
@@ -13,17 +12,7 @@ import (
 // a router forwards ECN marks whatever its own setting.
 func TestEnableECN(t *testing.T) {
 	testutil.RequireRoot(t)
-	nsBefore := namespaces("rttecn")
-	l, err := lab.New(context.Background(), lab.Config{Prefix: "rttecn", Paths: []lab.PathSpec{{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := l.Close(); err != nil {
-			t.Error(err)
-		}
-		noNewNamespaces(t, "rttecn", nsBefore)
-	}()
+	l := directLab(t, "rttecn")
 	router, err := l.Middlebox.Sysctl("net.ipv4.tcp_ecn")
 	if err != nil {
 		t.Fatal(err)

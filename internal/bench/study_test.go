@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rttscope/rttscope/internal/lab"
 	"github.com/rttscope/rttscope/internal/telemetry"
 	"github.com/rttscope/rttscope/internal/testutil"
 )
@@ -136,6 +137,25 @@ func noNewNamespaces(t *testing.T, prefix string, before map[string]bool) {
 			t.Errorf("namespace %s left behind", n)
 		}
 	}
+}
+
+// directLab builds a lab with one direct path, its namespaces named
+// prefix-*, and closes it when the test ends, failing the test if a
+// namespace of that prefix is left behind.
+func directLab(t *testing.T, prefix string) *lab.Lab {
+	t.Helper()
+	nsBefore := namespaces(prefix)
+	l, err := lab.New(context.Background(), lab.Config{Prefix: prefix, Paths: []lab.PathSpec{{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+		noNewNamespaces(t, prefix, nsBefore)
+	})
+	return l
 }
 
 func TestHooksStudyFast(t *testing.T) {
