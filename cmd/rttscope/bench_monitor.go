@@ -57,6 +57,7 @@ func newBenchMonitorCmd() *cobra.Command {
 	o := bench.DefaultMonitorOptions()
 	var externals []string
 	var trate string
+	tcp := true
 	cmd := &cobra.Command{
 		Use:   "monitor",
 		Short: "Cost of monitoring a router: rttscope's modes, tcpdump, external monitors",
@@ -64,12 +65,14 @@ func newBenchMonitorCmd() *cobra.Command {
 		Example: `  sudo rttscope bench monitor
   sudo rttscope bench monitor --flows 1000,10000 --modes aggregated --tcpdump=false
   sudo rttscope bench monitor --external pping='pping -i {iface}'
-  sudo rttscope bench monitor --modes sampled,aggregated --flows 1000,10000 --compare-bin ./rttscope.old`,
+  sudo rttscope bench monitor --modes sampled,aggregated --flows 1000,10000 --compare-bin ./rttscope.old
+  sudo rttscope bench monitor --modes aggregated --tcp=false --tcpdump=false`,
 		Args: noArgs("monitor"),
 	}
 	mf := addMethodFlags(cmd.Flags(), &o.Method, &o.Name, "none")
 	f := cmd.Flags()
 	f.IntSliceVar(&o.Flows, "flows", o.Flows, "TCP cases: concurrent flow counts")
+	f.BoolVar(&tcp, "tcp", true, "run the TCP cases (false: none, e.g. with --udp for the UDP case alone)")
 	f.BoolVar(&o.UDP, "udp", o.UDP, "run the small-datagram UDP case")
 	f.StringSliceVar(&o.Modes, "modes", o.Modes, "rttscope modes to run")
 	f.BoolVar(&o.Tcpdump, "tcpdump", o.Tcpdump, "run tcpdump writing a capture")
@@ -89,6 +92,9 @@ func newBenchMonitorCmd() *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := mf.check(); err != nil {
 			return err
+		}
+		if !tcp {
+			o.Flows = nil
 		}
 		for _, m := range o.Modes {
 			if !slices.Contains(bench.MonitorModes, m) {
@@ -114,7 +120,7 @@ func newBenchMonitorCmd() *cobra.Command {
 			}
 		}
 		if len(o.Flows) == 0 && !o.UDP {
-			return usageError{"no traffic case: give --flows or --udp"}
+			return usageError{"no traffic case: --tcp=false and --udp=false"}
 		}
 		if o.WriteSize < 1 || o.UDPPayload < 1 || o.UDPPayload > 1472 || o.UDPSenders < 1 {
 			return usageError{"--write-size must be >= 1, --udp-payload 1-1472, --udp-senders >= 1"}

@@ -29,6 +29,7 @@ func TestCLIBenchStudyUsageErrors(t *testing.T) {
 		{[]string{"bench", "monitor", "--external", "a=x", "--external", "a=y"}, []string{"--external", "taken"}},
 		{[]string{"bench", "monitor", "--modes", "fast"}, []string{"--modes", "fast"}},
 		{[]string{"bench", "monitor", "--flows", "0"}, []string{"--flows"}},
+		{[]string{"bench", "monitor", "--tcp=false", "--udp=false"}, []string{"no traffic case"}},
 		{[]string{"bench", "monitor", "--tcp-rate", "lots"}, []string{"--tcp-rate", "lots"}},
 		{[]string{"bench", "monitor", "--warmup-rounds", "-1"}, []string{"--warmup-rounds"}},
 		{[]string{"bench", "monitor", "--compare-bin", "/nonexistent/rttscope"}, []string{"--compare-bin", "/nonexistent/rttscope", "not an executable"}},
