@@ -9,6 +9,8 @@ package replay
 // cache's tag).
 
 import (
+	"encoding/binary"
+	"net/netip"
 	"runtime"
 	"testing"
 	"time"
@@ -83,6 +85,149 @@ func TestAggregateBackupAndAbsentCache(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The absent cache is per CPU: a prefix entry created on another CPU
+// leaves this CPU's cached "absent" in place, and only the tag (agg_gen)
+// then sends the prefix's untracked traffic to its new entry.
+func TestAggregateAbsentCacheOtherCPU(t *testing.T) {
+	cpus := allowedCPUs(t)
+	if len(cpus) < 2 {
+		t.Skipf("needs two CPUs to run the programs on, this process may use %v", cpus)
+	}
+	p := path{a: ep("192.168.1.7", 1000), b: ep("10.1.2.3", 80)}
+	h := newAggHarness(t, aggConfig(), time.Second)
+	base := t0 - t0%int64(time.Second)
+	udp := func(at int64) { // untracked, from b to a
+		pk := p.packet(false)
+		pk.UDP = &pktcraft.UDP{SrcPort: 53, DstPort: 5353, Payload: payload(20)}
+		h.feed(pk.MustBytes(), base+at, false)
+	}
+	runOnCPU(t, cpus[0])
+	udp(100 * ms) // no entries: the backup, cached as absent on cpus[0]
+	runOnCPU(t, cpus[1])
+	h.feed(p.data(true, 1000, 0, 100), base+200*ms, true) // creates both entries
+	runOnCPU(t, cpus[0])
+	udp(300 * ms) // cpus[0]'s cache is stale: to the prefixes
+	if err := h.a.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	got := recordsByInterval(t, h.recs, base, time.Second)
+	want := map[string][2]uint64{ // rx, tx UDP packets
+		"0.0.0.0/0":      {1, 1},
+		"10.1.2.0/24":    {1, 0},
+		"192.168.1.0/24": {0, 1},
+	}
+	for prefix, w := range want {
+		g, ok := got[intervalPrefix{0, prefix}]
+		if !ok {
+			t.Errorf("no record for %s", prefix)
+			continue
+		}
+		if rx, tx := g.RX.Packets[events.ClassUDP], g.TX.Packets[events.ClassUDP]; rx != w[0] || tx != w[1] {
+			t.Errorf("%s: UDP rx %d tx %d, want %d %d", prefix, rx, tx, w[0], w[1])
+		}
+	}
+}
+
+// A prefix without an entry whose prefix slot another prefix holds (the
+// same agg_slots index) leaves the slot alone: it goes to the backup
+// entry, and the holder keeps counting in its slot.
+func TestAggregateAbsentSlotTaken(t *testing.T) {
+	pinToOneCPU(t)
+	p := path{a: ep("192.168.1.7", 1000), b: ep("10.1.2.3", 80)}
+	c := collidingV4(t, p.b.ip, 24)
+	h := newAggHarness(t, aggConfig(), time.Second)
+	base := t0 - t0%int64(time.Second)
+	udp := func(at int64) { // untracked, from c to a
+		pk := path{a: p.a, b: ep(c.String(), 5353)}.packet(false)
+		pk.UDP = &pktcraft.UDP{SrcPort: 5353, DstPort: 1000, Payload: payload(20)}
+		h.feed(pk.MustBytes(), base+at, false)
+	}
+	h.feed(p.data(true, 1000, 0, 100), base+100*ms, true) // fills a's and b's slots
+	udp(110 * ms)
+	h.feed(p.data(true, 1001, 0, 100), base+120*ms, true)
+	udp(130 * ms)
+	if err := h.a.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	got := recordsByInterval(t, h.recs, base, time.Second)
+	want := map[string][4]uint64{ // rx UDP, tx UDP, rx TCP, tx TCP
+		"0.0.0.0/0":      {2, 0, 0, 0},
+		"192.168.1.0/24": {0, 2, 2, 0},
+		"10.1.2.0/24":    {0, 0, 0, 2},
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d records, want %d: %v", len(got), len(want), got)
+	}
+	for prefix, w := range want {
+		g, ok := got[intervalPrefix{0, prefix}]
+		if !ok {
+			t.Errorf("no record for %s", prefix)
+			continue
+		}
+		n := [4]uint64{g.RX.Packets[events.ClassUDP], g.TX.Packets[events.ClassUDP],
+			g.RX.Packets[events.ClassTCP], g.TX.Packets[events.ClassTCP]}
+		if n != w {
+			t.Errorf("%s: rx/tx UDP, rx/tx TCP %v, want %v", prefix, n, w)
+		}
+	}
+}
+
+// collidingV4 returns an address in 10.0.0.0/8 outside addr's /plen whose
+// prefix has the same agg_slots index as addr's (bpf/agg.h,
+// agg_index_of over the v4-mapped key's words as the programs load them).
+func collidingV4(t *testing.T, addr netip.Addr, plen int) netip.Addr {
+	t.Helper()
+	index := func(a netip.Addr) uint32 {
+		b := netip.PrefixFrom(a, plen).Masked().Addr().As4()
+		mapped := binary.LittleEndian.Uint32([]byte{0, 0, 0xff, 0xff})
+		x := mapped ^ binary.LittleEndian.Uint32(b[:]) ^ uint32(plen)
+		return (x * 0x9e3779b1) >> 24
+	}
+	own := netip.PrefixFrom(addr, plen).Masked()
+	for i := 1; i < 1<<16; i++ {
+		c := netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 9})
+		if !own.Contains(c) && index(c) == index(addr) {
+			return c
+		}
+	}
+	t.Fatalf("no address in 10.0.0.0/8 shares %v's slot", own)
+	return netip.Addr{}
+}
+
+// allowedCPUs lists the CPUs this process may run on.
+func allowedCPUs(t *testing.T) []int {
+	t.Helper()
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for cpu := range 1024 {
+		if all.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return cpus
+}
+
+// runOnCPU keeps the test's goroutine on one thread and moves that thread
+// to cpu (BPF_PROG_TEST_RUN runs the program on the caller's CPU, so the
+// per-CPU maps written are cpu's) until the test ends or the next call.
+func runOnCPU(t *testing.T, cpu int) {
+	t.Helper()
+	var all, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.SchedSetaffinity(0, &all) })
 }
 
 // pinToOneCPU keeps the test's goroutine on one thread and that thread on
