@@ -34,11 +34,7 @@ func TestAggregateBackupAndAbsentCache(t *testing.T) {
 			pinToOneCPU(t)
 			h := newAggHarness(t, aggConfig(), time.Second)
 			base := t0 - t0%int64(time.Second)
-			udp := func(at int64) { // untracked, from b to a
-				pk := tc.p.packet(false)
-				pk.UDP = &pktcraft.UDP{SrcPort: 53, DstPort: 5353, Payload: payload(20)}
-				h.feed(pk.MustBytes(), base+at, false)
-			}
+			udp := func(at int64) { h.untrackedUDP(tc.p, base+at) }
 			// Interval 0 (map 0): twice before any entry (the second
 			// through the cache), then a tracked packet creates both
 			// prefixes' entries, then once more.
@@ -98,11 +94,7 @@ func TestAggregateAbsentCacheOtherCPU(t *testing.T) {
 	p := path{a: ep("192.168.1.7", 1000), b: ep("10.1.2.3", 80)}
 	h := newAggHarness(t, aggConfig(), time.Second)
 	base := t0 - t0%int64(time.Second)
-	udp := func(at int64) { // untracked, from b to a
-		pk := p.packet(false)
-		pk.UDP = &pktcraft.UDP{SrcPort: 53, DstPort: 5353, Payload: payload(20)}
-		h.feed(pk.MustBytes(), base+at, false)
-	}
+	udp := func(at int64) { h.untrackedUDP(p, base+at) }
 	runOnCPU(t, cpus[0])
 	udp(100 * ms) // no entries: the backup, cached as absent on cpus[0]
 	runOnCPU(t, cpus[1])
@@ -139,11 +131,7 @@ func TestAggregateAbsentSlotTaken(t *testing.T) {
 	c := collidingV4(t, p.b.ip, 24)
 	h := newAggHarness(t, aggConfig(), time.Second)
 	base := t0 - t0%int64(time.Second)
-	udp := func(at int64) { // untracked, from c to a
-		pk := path{a: p.a, b: ep(c.String(), 5353)}.packet(false)
-		pk.UDP = &pktcraft.UDP{SrcPort: 5353, DstPort: 1000, Payload: payload(20)}
-		h.feed(pk.MustBytes(), base+at, false)
-	}
+	udp := func(at int64) { h.untrackedUDP(path{a: p.a, b: ep(c.String(), 5353)}, base+at) }
 	h.feed(p.data(true, 1000, 0, 100), base+100*ms, true) // fills a's and b's slots
 	udp(110 * ms)
 	h.feed(p.data(true, 1001, 0, 100), base+120*ms, true)
@@ -172,6 +160,15 @@ func TestAggregateAbsentSlotTaken(t *testing.T) {
 			t.Errorf("%s: rx/tx UDP, rx/tx TCP %v, want %v", prefix, n, w)
 		}
 	}
+}
+
+// untrackedUDP feeds a datagram no RTT source tracks from p's b to its a,
+// on ingress at t.
+func (h *aggHarness) untrackedUDP(p path, t int64) {
+	h.tb.Helper()
+	pk := p.packet(false)
+	pk.UDP = &pktcraft.UDP{SrcPort: 53, DstPort: 5353, Payload: payload(20)}
+	h.feed(pk.MustBytes(), t, false)
 }
 
 // collidingV4 returns an address in 10.0.0.0/8 outside addr's /plen whose
@@ -235,22 +232,7 @@ func runOnCPU(t *testing.T, cpu int) {
 // per-CPU maps.
 func pinToOneCPU(t *testing.T) {
 	t.Helper()
-	runtime.LockOSThread()
-	t.Cleanup(runtime.UnlockOSThread)
-	var all, one unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		t.Fatal(err)
-	}
-	for cpu := range 1024 {
-		if all.IsSet(cpu) {
-			one.Set(cpu)
-			break
-		}
-	}
-	if err := unix.SchedSetaffinity(0, &one); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = unix.SchedSetaffinity(0, &all) })
+	runOnCPU(t, allowedCPUs(t)[0])
 }
 
 // intervalPrefix names one prefix record: its interval's index and prefix.
