@@ -108,20 +108,30 @@ static __always_inline void expire_ts(const struct packet_id *kp, __u64 sent,
 		outstanding_dec(&fslot->state.dir[side]);
 }
 
+/* Expires the flow in slot `index` if it is idle past its timeout. A
+ * global function, so that the verifier checks its body once: inlined in
+ * expire_used()'s walk of a word's 64 bits it was checked once per bit,
+ * and on some 6.18 builds the cleanup program then passed the verifier's
+ * limit of a million instructions (and took seconds to be refused). */
+__noinline int expire_slot(__u32 index, __u64 now)
+{
+	/* As a map value pointer, the slot may be written (its tag). */
+	struct flow_slot *s = flow_slot_at(index);
+
+	if (s)
+		expire_flow(s, READ_ONCE(s->tag), now);
+	return 0;
+}
+
 /* Expires the idle flows among the slots that word `word` of flow_used
  * marks in use. */
 static __always_inline void expire_used(__u32 word, __u64 used, __u64 now)
 {
-	struct flow_slot *s;
 	int b;
 
 	for (b = 0; b < FLOW_USED_BITS && used; b++, used >>= 1) {
-		if (!(used & 1))
-			continue;
-		/* As a map value pointer, the slot may be written (its tag). */
-		s = flow_slot_at(word * FLOW_USED_BITS + b);
-		if (s)
-			expire_flow(s, READ_ONCE(s->tag), now);
+		if (used & 1)
+			expire_slot(word * FLOW_USED_BITS + b, now);
 	}
 }
 

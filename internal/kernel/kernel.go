@@ -214,6 +214,8 @@ func Explain(err error) string {
 		return msg + " (EPERM: run as root, or with CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON)"
 	case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, enotsupp):
 		return msg + " (kernel too old, or the option not built in)"
+	case errors.Is(err, unix.E2BIG):
+		return msg + " (E2BIG: past this kernel's verifier complexity limit; please report it with `uname -r` and `rttscope doctor`)"
 	}
 	return msg
 }

@@ -43,6 +43,9 @@ func TestExplainNamesCause(t *testing.T) {
 	if msg := Explain(unix.EINVAL); !strings.Contains(msg, "kernel too old") {
 		t.Errorf("Explain(EINVAL) = %q", msg)
 	}
+	if msg := Explain(fmt.Errorf("load program: %w", unix.E2BIG)); !strings.Contains(msg, "complexity limit") {
+		t.Errorf("Explain(E2BIG) = %q", msg)
+	}
 }
 
 // RTTSCOPE_DISABLE switches optional features off, never required ones,

@@ -106,7 +106,14 @@ func (o *Objects) createMaps() error {
 }
 
 // loadProgram loads one program of the object against the shared maps.
+// When the verifier refuses it, cilium/ebpf loads it again with the
+// verifier's log, for the error to quote.
 func (o *Objects) loadProgram(name string) (*ebpf.Program, error) {
+	return o.loadProgramWith(name, ebpf.ProgramOptions{})
+}
+
+// loadProgramWith is loadProgram with the verifier's log options.
+func (o *Objects) loadProgramWith(name string, opts ebpf.ProgramOptions) (*ebpf.Program, error) {
 	ps, ok := o.spec.Programs[name]
 	if !ok {
 		return nil, fmt.Errorf("BPF object lacks program %s", name)
@@ -117,7 +124,7 @@ func (o *Objects) loadProgram(name string) (*ebpf.Program, error) {
 		Variables: o.spec.Variables,
 		Types:     o.spec.Types,
 	}
-	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: o.shared})
+	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: o.shared, Programs: opts})
 	if err != nil {
 		return nil, err
 	}
@@ -127,9 +134,11 @@ func (o *Objects) loadProgram(name string) (*ebpf.Program, error) {
 
 // loadOptional loads an optional program. When the kernel refuses it, the
 // refusal goes to Variant's notes with what is used instead, and nil is
-// returned.
+// returned. The verifier keeps only its statistics: a refusal then costs
+// one pass of the verifier, where the retries with its whole log took up
+// to 30 s for a program at its complexity limit, at every start.
 func (o *Objects) loadOptional(name, feature, instead string) *ebpf.Program {
-	p, err := o.loadProgram(name)
+	p, err := o.loadProgramWith(name, ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats})
 	if err != nil {
 		o.Variant.note("the kernel refused %s (%s): %s; using %s", name, feature, oneLine(kernel.Explain(err)), instead)
 		return nil

@@ -2,6 +2,8 @@ package loader
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -82,11 +84,13 @@ var programFeature = map[string]kernel.ID{
 // checkOptionalPrograms loads every optional program whose feature this
 // kernel has: each must pass the verifier with the configuration at hand
 // (a refusal here is what users would see as a fallback they should not
-// need). Programs of absent features are logged.
+// need), and every program, the data path's too, with room to spare
+// (checkVerifierHeadroom). Programs of absent features are logged.
 func checkOptionalPrograms(t *testing.T, o *Objects) {
 	t.Helper()
 	for name := range o.spec.Programs {
 		if name == "rttscope_tc_egress" || name == "rttscope_tc_ingress" {
+			checkVerifierHeadroom(t, o, name)
 			continue
 		}
 		id, ok := programFeature[name]
@@ -98,12 +102,48 @@ func checkOptionalPrograms(t *testing.T, o *Objects) {
 			t.Logf("%s not loaded: %s %s", name, id, r.Status)
 			continue
 		}
-		p, err := o.loadProgram(name)
-		if err != nil {
-			t.Errorf("%s: %s present, but the program does not load: %v", name, id, err)
-			continue
-		}
-		p.Close()
+		checkVerifierHeadroom(t, o, name)
+	}
+}
+
+// verifierBudget is the most instructions a program may take the
+// verifier to check here: a quarter of the kernel's limit
+// (BPF_COMPLEXITY_LIMIT_INSNS, 1,000,000). The same object meets other
+// verifiers, whose state pruning differs between versions and builds: the
+// cleanup program once took 0.6-1 million here and passed, until a 6.18
+// build refused it (bpf/cleanup.h, expire_slot).
+const verifierBudget = 250_000
+
+var verifierProcessed = regexp.MustCompile(`processed (\d+) insns`)
+
+// checkVerifierHeadroom loads program name with the verifier's statistics
+// and fails when it does not load or its check took more than
+// verifierBudget instructions.
+func checkVerifierHeadroom(t *testing.T, o *Objects, name string) {
+	t.Helper()
+	one := &ebpf.CollectionSpec{
+		Maps:      o.spec.Maps,
+		Programs:  map[string]*ebpf.ProgramSpec{name: o.spec.Programs[name]},
+		Variables: o.spec.Variables,
+		Types:     o.spec.Types,
+	}
+	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{
+		MapReplacements: o.shared,
+		Programs:        ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats},
+	})
+	if err != nil {
+		t.Errorf("%s: the program does not load: %v", name, err)
+		return
+	}
+	defer coll.Close()
+	m := verifierProcessed.FindStringSubmatch(coll.Programs[name].VerifierLog)
+	if m == nil {
+		t.Errorf("%s: no instruction count in the verifier's statistics: %q", name, coll.Programs[name].VerifierLog)
+		return
+	}
+	n, _ := strconv.Atoi(m[1])
+	if n > verifierBudget {
+		t.Errorf("%s: the verifier processed %d instructions, over the budget of %d (a quarter of its limit): another kernel's verifier may refuse it", name, n, verifierBudget)
 	}
 }
 
