@@ -2,13 +2,16 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/rttscope/rttscope/internal/flagval"
+	"github.com/rttscope/rttscope/internal/loader"
 	"github.com/rttscope/rttscope/internal/pdm"
 	"github.com/rttscope/rttscope/internal/replay"
 	"github.com/rttscope/rttscope/internal/sampling"
@@ -130,15 +133,17 @@ func newReplayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			warnNoExpiry(cmd.ErrOrStderr(), rp.Variant())
 			// Offline: nothing to undo, so SIGHUP keeps its default.
 			ctx, stop := stopContext(cmd.Context(), false)
 			defer stop()
-			_, err = rp.Run(ctx, out)
+			sum, err := rp.Run(ctx, out)
 			// Finish the output (closing "]" for json) before the error
 			// is reported.
 			if ferr := finish(); err == nil {
 				err = ferr
 			}
+			warnNoInterface(cmd.ErrOrStderr(), args[0], opts.Interfaces, sum)
 			return err
 		},
 	}
@@ -181,4 +186,30 @@ func checkReplayPDMFlags(cmd *cobra.Command, decPDM bool) error {
 		return usageError{fmt.Sprintf("%s: only with --pdm", strings.Join(bad, ", "))}
 	}
 	return nil
+}
+
+// warnNoExpiry says so when the kernel left replay without timed expiry
+// (loader.CleanupNone): its output then differs from a live run's, since
+// idle flows never time out and a timestamp older than the timeout can
+// still be matched.
+func warnNoExpiry(w io.Writer, v loader.Variant) {
+	if v.Cleanup != loader.CleanupNone {
+		return
+	}
+	fmt.Fprintln(w, "rttscope: warning: no timed expiry on this kernel: idle flows never time out and timestamps older than the timeout can still be matched (`rttscope doctor` says what is missing)")
+}
+
+// warnNoInterface says so when --interface-id kept none of the capture's
+// packets: a wrong interface ID would otherwise look like a capture
+// without RTTs.
+func warnNoInterface(w io.Writer, path string, ids []int, sum replay.Summary) {
+	if len(ids) == 0 || sum.Packets == 0 || sum.Filtered < sum.Packets {
+		return
+	}
+	list := make([]string, len(ids))
+	for i, id := range ids {
+		list[i] = strconv.Itoa(id)
+	}
+	fmt.Fprintf(w, "rttscope: warning: %s: no packet of --interface-id %s among its %d packets (pcap files have interface 0 only)\n",
+		path, strings.Join(list, ","), sum.Packets)
 }

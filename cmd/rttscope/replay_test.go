@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rttscope/rttscope/internal/capture"
+	"github.com/rttscope/rttscope/internal/kernel"
 	"github.com/rttscope/rttscope/internal/pktcraft"
 	"github.com/rttscope/rttscope/internal/replay/replaytest"
 	"github.com/rttscope/rttscope/internal/testutil"
@@ -30,19 +31,28 @@ import (
 // the output to a file; it returns the output and the command's error.
 func runReplay(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
+	b, _, err := runReplayStderr(t, args...)
+	return b, err
+}
+
+// runReplayStderr is runReplay that also returns what the command wrote
+// to stderr.
+func runReplayStderr(t *testing.T, args ...string) ([]byte, string, error) {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
 	root := &cobra.Command{Use: "rttscope", SilenceUsage: true, SilenceErrors: true}
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newReplayCmd())
 	root.SetArgs(append([]string{"replay", "-w", out}, args...))
+	var stderr bytes.Buffer
 	root.SetOut(&bytes.Buffer{})
-	root.SetErr(&bytes.Buffer{})
+	root.SetErr(&stderr)
 	err := root.ExecuteContext(context.Background())
 	b, rerr := os.ReadFile(out)
 	if rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		t.Fatal(rerr)
 	}
-	return b, err
+	return b, stderr.String(), err
 }
 
 // TestReplayScenario replays the scenario of package replaytest stored in
@@ -206,6 +216,46 @@ func TestReplayInterfaceFilter(t *testing.T) {
 	replaytest.Sort(got)
 	if d := replaytest.Diff(got, want); d != "" {
 		t.Errorf("--interface-id 0: events differ:\n%s", d)
+	}
+
+	// An interface the file does not have: no events, and a warning
+	// that says why.
+	out, stderr, err := runReplayStderr(t, append(append([]string{}, replaytest.Args...), "--interface-id", "2,5", path)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err = replaytest.ParseJSON(out); err != nil || len(got) != 0 {
+		t.Errorf("--interface-id 2,5: %d events (%v), want none", len(got), err)
+	}
+	if want := "no packet of --interface-id 2,5 among its"; !strings.Contains(stderr, want) {
+		t.Errorf("--interface-id 2,5: stderr %q, want %q", stderr, want)
+	}
+}
+
+// TestReplayWarnsWithoutExpiry: a kernel that leaves replay without timed
+// expiry (forced here with RTTSCOPE_DISABLE) is named on stderr, since the
+// samples can then differ from a live run's; with expiry, no warning.
+func TestReplayWarnsWithoutExpiry(t *testing.T) {
+	testutil.RequireRoot(t)
+	fr, err := replaytest.Frames(replaytest.Steps(), capture.LinkTypeEthernet, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "steps.pcapng")
+	if err := capture.WritePcapng(path, []uint16{capture.LinkTypeEthernet}, fr); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "no timed expiry on this kernel"
+	if kernel.Check(kernel.MapElemIter).OK() || kernel.Check(kernel.ForEachMapElem).OK() {
+		_, stderr, err := runReplayStderr(t, append(append([]string{}, replaytest.Args...), path)...)
+		if err != nil || strings.Contains(stderr, warning) {
+			t.Errorf("with expiry: err %v, stderr %q", err, stderr)
+		}
+	}
+	t.Setenv(kernel.DisableEnv, "map_elem_iter,for_each_map_elem")
+	_, stderr, err := runReplayStderr(t, append(append([]string{}, replaytest.Args...), path)...)
+	if err != nil || !strings.Contains(stderr, warning) {
+		t.Errorf("without expiry: err %v, stderr %q, want %q", err, stderr, warning)
 	}
 }
 

@@ -262,8 +262,10 @@ func (r *Reader) init() error {
 
 func (r *Reader) initStream() error {
 	raw := bufio.NewReaderSize(&r.cnt, 64<<10)
-	magic, _ := raw.Peek(6)
+	magic, err := raw.Peek(6)
 	switch {
+	case len(magic) == 0 && err != nil && !errors.Is(err, io.EOF):
+		return r.headerErr(err) // a directory, an I/O error
 	case len(magic) == 0:
 		return r.headerErr(errors.New("empty file"))
 	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:

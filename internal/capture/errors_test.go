@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -248,6 +249,13 @@ func TestGarbage(t *testing.T) {
 	if _, err := Open(filepath.Join(dir, "missing.pcap")); err == nil || !strings.Contains(err.Error(), "missing.pcap") ||
 		!errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
+	}
+	// A read error is named as such, not taken for an empty file.
+	sub := filepath.Join(dir, "a-directory")
+	must(t, os.Mkdir(sub, 0o755))
+	if _, err := Open(sub); err == nil || !strings.HasPrefix(err.Error(), sub+": ") ||
+		!errors.Is(err, syscall.EISDIR) {
+		t.Errorf("directory: %v, want %s: ... is a directory", err, sub)
 	}
 }
 

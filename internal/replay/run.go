@@ -189,6 +189,10 @@ func Open(opts Options) (*Replay, error) {
 	return r, nil
 }
 
+// Variant says which variant of each optional part the kernel led to
+// (loader.Variant), and why.
+func (r *Replay) Variant() loader.Variant { return r.eng.objs.Variant }
+
 // Close releases the file and the programs.
 func (r *Replay) Close() error {
 	return errors.Join(r.eng.Close(), r.rd.Close())
