@@ -396,6 +396,25 @@ static __always_inline void agg_slot_fill(struct agg_slot *slot,
 		       (i & (AGG_SLOTS - 1));
 }
 
+/* Whether k is the key make_agg_key() makes of the IPv4 prefix `prefix`
+ * (the masked address, network order) of length plen: a v4-mapped
+ * address is 0, 0, ::ffff and the masked address, so the key is compared
+ * as 8, 8 and 4 bytes against words made in registers. k must be 8-byte
+ * aligned (a map value's). */
+static __always_inline bool agg_key_is_v4(const struct agg_key *k, __u32 prefix,
+					  __u32 plen)
+{
+	const __u64 *x = (const __u64 *)k;
+
+	_Static_assert(__builtin_offsetof(struct agg_key, ipv) == 16 &&
+			       __builtin_offsetof(struct agg_key, prefix_len) ==
+				       17,
+		       "agg_key_is_v4() compares the key as 8, 8, 4 bytes");
+	return !x[0] &&
+	       x[1] == ((__u64)bpf_htonl(0xffff) | (__u64)prefix << 32) &&
+	       *(const __u32 *)&x[2] == (AF_INET | plen << 8);
+}
+
 /* This CPU's slot of the IPv4 prefix of addr (network order) in epoch,
  * if it holds that prefix; NULL otherwise. The slot agg_count_end() finds
  * through the prefix key, with the key's words made in registers: a
@@ -414,21 +433,15 @@ static __always_inline struct agg_slot *agg_slot_of_v4(__be32 addr, __u32 epoch)
 	__u32 prefix = addr & prefix_mask(96 + plen, 3);
 	__u32 i = (epoch & 1) * AGG_SLOTS + agg_index_of(mapped ^ prefix, plen);
 	struct agg_slot *slot;
-	const __u64 *x;
 
-	_Static_assert(__builtin_offsetof(struct agg_slot, key) == 0 &&
-			       __builtin_offsetof(struct agg_key, ipv) == 16 &&
-			       __builtin_offsetof(struct agg_key, prefix_len) ==
-				       17,
-		       "agg_slot_of_v4() compares the key as 8, 8, 4 bytes");
+	_Static_assert(__builtin_offsetof(struct agg_slot, key) == 0,
+		       "agg_slot's key is 8-byte aligned");
 	slot = bpf_map_lookup_elem(&agg_slots, &i);
 	if (!slot)
 		return NULL;
 	/* No look at slot->filled: an empty slot is all zero (user space
 	 * zeroes it whole), and no IPv4 key is (it holds ::ffff). */
-	x = (const __u64 *)&slot->key;
-	if (x[0] || x[1] != (mapped | (__u64)prefix << 32) ||
-	    *(const __u32 *)&x[2] != (AF_INET | plen << 8))
+	if (!agg_key_is_v4(&slot->key, prefix, plen))
 		return NULL;
 	return slot;
 }
@@ -584,6 +597,68 @@ static __always_inline void agg_count(struct packet_info *p, __u32 pkt_len)
 	agg_count_end(&a, &k, epoch, tag, false, false, NULL);
 	make_agg_key(&k, &p->pid.flow.daddr.ip, p->pid.flow.ipv);
 	agg_count_end(&a, &k, epoch, tag, false, true, NULL);
+}
+
+/* One end (tx: the destination, whose address is addr) of an untracked
+ * IPv4 packet: agg_count_end() of its prefix with the key's words made in
+ * registers. The slot if the prefix holds it; else, when the absent-prefix
+ * cache says the prefix has no entry, its family's backup entry; else
+ * agg_stats_lookup() with the key (made on the stack only then, about once
+ * per prefix, CPU and interval). */
+static __always_inline void agg_count_untracked_end_v4(const struct agg_pkt *a,
+						       __be32 addr, __u32 epoch,
+						       __u32 tag, bool tx)
+{
+	__u32 plen = cfg_agg_prefix_v4, mapped = bpf_htonl(0xffff);
+	__u32 prefix = addr & prefix_mask(96 + plen, 3);
+	__u32 i = agg_index_of(mapped ^ prefix, plen);
+	struct agg_absent_slot *absent;
+	struct agg_stats *s;
+	struct agg_slot *slot;
+	struct agg_key k;
+
+	slot = agg_slot_of_v4(addr, epoch);
+	if (slot) {
+		count_traffic(tx ? &slot->tx : &slot->rx, a);
+		return;
+	}
+	_Static_assert(__builtin_offsetof(struct agg_absent_slot, key) == 0,
+		       "agg_absent_slot's key is 8-byte aligned");
+	absent = bpf_map_lookup_elem(&agg_absent, &i);
+	if (absent && absent->tag == tag &&
+	    agg_key_is_v4(&absent->key, prefix, plen)) {
+		s = agg_backup_stats(epoch, AF_INET);
+	} else {
+		k.prefix.in6_u.u6_addr32[0] = 0;
+		k.prefix.in6_u.u6_addr32[1] = 0;
+		k.prefix.in6_u.u6_addr32[2] = mapped;
+		k.prefix.in6_u.u6_addr32[3] = prefix;
+		k.ipv = AF_INET;
+		k.prefix_len = plen;
+		k.reserved = 0;
+		s = agg_stats_lookup(&k, epoch, tag);
+	}
+	if (s)
+		count_traffic(tx ? &s->tx : &s->rx, a);
+}
+
+/* agg_count() of an untracked IPv4 packet, from its header (iph, checked
+ * by the caller: fastpath.h, fast_untracked) and the bytes of link-layer
+ * header before it: the same counts, without a packet_info or the keys in
+ * memory. */
+static __always_inline void agg_count_untracked_v4(const struct iphdr *iph,
+						   __u32 l2_len)
+{
+	__u32 l3_len = bpf_ntohs(iph->tot_len), epoch, tag;
+	__u8 proto = iph->protocol, tos = iph->tos;
+	struct agg_pkt a;
+
+	agg_count_global_ip(proto, l2_len + l3_len, tos);
+	agg_pkt_set(&a, proto, false, tos, l3_len, l2_len + l3_len);
+	epoch = READ_ONCE(agg_epoch);
+	tag = agg_absent_tag(epoch);
+	agg_count_untracked_end_v4(&a, iph->saddr, epoch, tag, false);
+	agg_count_untracked_end_v4(&a, iph->daddr, epoch, tag, true);
 }
 
 /* One end (tx: the destination) of a tracked packet whose flow direction

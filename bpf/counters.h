@@ -52,9 +52,10 @@ enum counter {
 	COUNTER_QUIC_SPIN_REJECTED,
 	/* QUIC flow directions whose spin bit looked random: no samples */
 	COUNTER_QUIC_SPIN_RANDOM,
-	/* packets the fast path took whole (fastpath.h): added FAST_COUNT_BATCH
-	 * at a time and when their flow goes; user space adds what the flows
-	 * still there keep (loader, StatsExact) */
+	/* packets the fast paths took whole (fastpath.h): TCP segments added
+	 * FAST_COUNT_BATCH at a time and when their flow goes (user space adds
+	 * what the flows still there keep: loader, StatsExact), untracked
+	 * IPv4 packets one by one */
 	COUNTER_FAST_PATH,
 	/* aggregated mode: fast-path packets counted in their flow and added
 	 * to the prefixes at the interval's end or when the flow went

@@ -25,6 +25,12 @@
  * flows in eight configurations with the fast path on and off and compare
  * every record (internal/replay, TestFastPathSameOutput).
  *
+ * A second, shorter fast path takes the IPv4 packets no RTT source reads
+ * (fast_untracked, at the end of this file): the datagrams of a UDP flood,
+ * QUIC and DNS when their sources are off, ICMP without -C, other
+ * protocols. The general path builds the same packet_info for them only
+ * to count them (and in aggregated mode, their prefixes).
+ *
  * Included by rttscope.c after the general path's helpers. */
 #ifndef RTTSCOPE_FASTPATH_H
 #define RTTSCOPE_FASTPATH_H
@@ -297,6 +303,51 @@ static __always_inline bool fast_path(struct parsing_context *pctx, void *l3,
 		snd->echoed = f.tsecr;
 	if (time)
 		snd->last_seen = time;
+	return true;
+}
+
+/* Whether parse_packet() leaves an IPv4 packet of protocol proto, once
+ * its IP header is read, to no RTT source (it returns -1 with l3_valid
+ * set). TCP is left to the general path whatever the configuration. */
+static __always_inline bool untracked_v4_proto(__u8 proto)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		return false;
+	case IPPROTO_UDP:
+		return !cfg_track_dns && !cfg_track_quic;
+	case IPPROTO_ICMP:
+		return !cfg_track_icmp;
+	}
+	return true; /* ICMPv6 in IPv4 included: parse_packet() wants IPv6 */
+}
+
+/* The untracked fast path, under the same contract as fast_path(): true
+ * when it took an IPv4 packet (l3, after parse_l2) that the general path
+ * would only count, and made exactly its writes (the packets counter, and
+ * in aggregated mode agg_count()'s); false, with nothing written, for
+ * anything else. The header checks are parse_ipv4()'s: a later fragment
+ * or a truncated header is the general path's (counted as not IP in
+ * aggregated mode). The packet is counted in COUNTER_FAST_PATH, whose sum
+ * with COUNTER_PACKETS is the stats record's packets. */
+static __always_inline bool fast_untracked(struct parsing_context *pctx,
+					   void *l3)
+{
+	struct iphdr *iph = l3;
+	__u32 hdrlen;
+
+	if ((void *)(iph + 1) > pctx->data_end)
+		return false;
+	if (iph->version != 4 || (iph->frag_off & bpf_htons(0x1fff)))
+		return false;
+	hdrlen = iph->ihl * 4;
+	if (hdrlen < sizeof(*iph) || l3 + hdrlen > pctx->data_end)
+		return false;
+	if (!untracked_v4_proto(iph->protocol))
+		return false;
+	count(COUNTER_FAST_PATH);
+	if (cfg_aggregate)
+		agg_count_untracked_v4(iph, l3 - pctx->data);
 	return true;
 }
 

@@ -702,11 +702,12 @@ static __always_inline void handle_general(void *ctx,
 		close_flow(&p, &key, slot, snd, orig);
 }
 
-/* One packet: the fast path (fastpath.h) when fast and it takes it, else
- * the general path. The batched replay runs without it (fast false): its
- * call chain is at 6.1's 512-byte stack limit (replay_last), and the
- * fast path's spills would take it over; the live programs and the
- * one-packet replay have it. */
+/* One packet: a fast path (fastpath.h: the common TCP segment, or an
+ * untracked IPv4 packet) when fast and it takes it, else the general
+ * path. The batched replay runs without them (fast false): its call chain
+ * is at 6.1's 512-byte stack limit (replay_last), and the fast path's
+ * spills would take it over; the live programs and the one-packet replay
+ * have them. */
 static __always_inline void handle_packet(void *ctx,
 					  struct parsing_context *pctx,
 					  bool is_egress, __u64 now, bool fast)
@@ -715,9 +716,13 @@ static __always_inline void handle_packet(void *ctx,
 	__u16 proto;
 
 	proto = parse_l2(pctx, &l3);
-	if (fast && fast_path_on() && proto == ETH_P_IP &&
-	    fast_path(pctx, l3, now))
-		return;
+	if (fast && cfg_fast_path && cfg_steps >= STEP_COUNTERS &&
+	    proto == ETH_P_IP) {
+		if (fast_path_on() && fast_path(pctx, l3, now))
+			return;
+		if (fast_untracked(pctx, l3))
+			return;
+	}
 	handle_general(ctx, pctx, is_egress, now, proto, l3);
 }
 

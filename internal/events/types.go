@@ -311,13 +311,14 @@ type Stats struct {
 	// running RTT estimate (reordering, loss), QUICSpinRandom flow
 	// directions whose spin bit looked random (no samples from them).
 	QUICSpinRejected, QUICSpinRandom uint64
-	// FastPathPackets counts the packets the fast path took whole
+	// FastPathPackets counts the packets the fast paths took whole
 	// (bpf/fastpath.h: TCP segments of existing IPv4 flows that change
-	// only counters), which Packets includes; Packets less it took the
-	// general path. The kernel adds them 16 at a time per flow
-	// direction: a periodic record's count (and so Packets) lags by up
-	// to 15 per direction of a flow still tracked, a run's last record
-	// and replay's are exact (docs/design.md).
+	// only counters, and IPv4 packets no RTT source reads), which
+	// Packets includes; Packets less it took the general path. The
+	// kernel adds the TCP segments 16 at a time per flow direction: a
+	// periodic record's count (and so Packets) lags by up to 15 per
+	// direction of a flow still tracked, a run's last record and
+	// replay's are exact (docs/design.md).
 	FastPathPackets uint64
 	// AggFoldedPackets counts, in aggregated mode, the fast path's
 	// packets that were counted in their flow and added to the prefixes'

@@ -59,6 +59,12 @@ func TestFastPathSameOutput(t *testing.T) {
 	aggTiny := agg
 	aggTiny.FlowMapSize = 8
 	aggReport := sampling.Report{AggregateInterval: 200 * time.Millisecond}
+	// ICMP echo, DNS and QUIC read: only the other untracked packets
+	// take the untracked fast path.
+	sources := defaults
+	sources.TrackICMP, sources.TrackDNS, sources.TrackQUIC = true, true, true
+	aggICMP := agg
+	aggICMP.TrackICMP = true
 	cases := []struct {
 		name   string
 		cfg    loader.Config
@@ -83,6 +89,8 @@ func TestFastPathSameOutput(t *testing.T) {
 		{"aggregated-tiny-flow-table", aggTiny, aggReport, "", true},
 		{"aggregated-slots", agg, aggReport, "for_each_map_elem", false},
 		{"tiny-flow-table", tiny, sampling.Report{}, "", false},
+		{"sources", sources, sampling.Report{}, "", false},
+		{"aggregated-icmp", aggICMP, aggReport, "", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -116,6 +124,92 @@ func TestFastPathSameOutput(t *testing.T) {
 				t.Errorf("records differ with the fast path (-) and without (+):\n%s", lineDiff(out[0], out[1]))
 			}
 			t.Logf("%d of %d packets took the fast path, %d folded", fast[0].fast, len(frames), fast[0].folded)
+		})
+	}
+}
+
+// TestFastPathUntracked: the untracked fast path takes exactly the IPv4
+// packets the general path would only count (not a later fragment, nor
+// what a source in the configuration reads), with the general path's
+// records, in default and aggregated mode.
+func TestFastPathUntracked(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Setenv(kernel.DisableEnv, "xdp_test_run_meta")
+	const start, ms = int64(1_760_000_000_000_000_000), int64(time.Millisecond)
+	r := rand.New(rand.NewPCG(3, 2026))
+	var pkts []timedPacket
+	kinds := map[string]int{} // packets by what reads them
+	for i := range 600 {
+		cli := netip.AddrFrom4([4]byte{10, 0, byte(i % 3), byte(1 + i%50)})
+		srv := netip.AddrFrom4([4]byte{198, 51, 100, byte(i % 4)})
+		var vlans []uint16
+		if i%5 == 0 {
+			vlans = []uint16{42}
+		}
+		d := untrackedPacket(r, cli, srv, vlans, nil)
+		switch {
+		case d.FragOffset > 0:
+			kinds["later-fragment"]++
+		case d.ICMPEcho != nil:
+			kinds["icmp"]++
+		case d.UDP != nil && (d.UDP.DstPort == 53 || d.UDP.DstPort == 443):
+			kinds["dns-quic-port"]++
+		case d.UDP != nil:
+			kinds["udp"]++
+		default:
+			kinds["other"]++
+		}
+		pkts = append(pkts, timedPacket{start + int64(i)*ms, d, i%2 == 0})
+	}
+	path := filepath.Join(t.TempDir(), "untracked.pcapng")
+	if err := capture.WritePcapng(path, []uint16{capture.LinkTypeEthernet}, timedFrames(pkts)); err != nil {
+		t.Fatal(err)
+	}
+	defaults := loader.DefaultConfig()
+	icmp := defaults
+	icmp.TrackICMP = true
+	dns := defaults
+	dns.TrackDNS = true
+	agg := defaults
+	agg.Aggregate = true
+	aggICMP := agg
+	aggICMP.TrackICMP = true
+	aggReport := sampling.Report{AggregateInterval: 100 * time.Millisecond}
+	all := kinds["udp"] + kinds["dns-quic-port"] + kinds["icmp"] + kinds["other"]
+	for _, c := range []struct {
+		name   string
+		cfg    loader.Config
+		report sampling.Report
+		want   int // packets the untracked fast path takes
+	}{
+		{"defaults", defaults, sampling.Report{}, all},
+		{"icmp", icmp, sampling.Report{}, all - kinds["icmp"]},
+		{"dns", dns, sampling.Report{}, kinds["icmp"] + kinds["other"]},
+		{"aggregated", agg, aggReport, all},
+		{"aggregated-icmp", aggICMP, aggReport, all - kinds["icmp"]},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out [2]string
+			var fast [2]fastCounts
+			for i, general := range []bool{false, true} {
+				cfg := c.cfg
+				cfg.GeneralPathOnly = general
+				b, _, err := replayFile(t, path, "jsonl", replay.Options{BPF: cfg, Report: c.report, Workers: 1, Stats: true})
+				if err != nil {
+					t.Fatalf("general path only %v: %v", general, err)
+				}
+				out[i], fast[i] = withoutFastPathCount(t, string(b))
+			}
+			if fast[0].fast != uint64(c.want) || fast[1].fast != 0 {
+				t.Errorf("fast_path_packets: %d with the fast path, %d without; want %d (packets %v) and 0",
+					fast[0].fast, fast[1].fast, c.want, kinds)
+			}
+			if c.cfg.Aggregate && !strings.Contains(out[1], `"ip_prefix"`) {
+				t.Fatalf("no prefix records: nothing compared\n%s", out[1])
+			}
+			if out[0] != out[1] {
+				t.Errorf("records differ with the fast path (-) and without (+):\n%s", lineDiff(out[0], out[1]))
+			}
 		})
 	}
 }
@@ -292,7 +386,7 @@ func fastPathMix(r *rand.Rand) []capture.TimedFrame {
 			// prefix's entry only once a tracked packet made it,
 			// which the fold must not change (AGG_FOLD_READY).
 			for u := t0; u < at; u += int64(5+r.IntN(40)) * ms {
-				d := pktcraft.Packet{Src: cli, Dst: srv, UDP: &pktcraft.UDP{SrcPort: 5000, DstPort: 5001, Payload: make([]byte, 20)}}
+				d := untrackedPacket(r, cli, srv, vlans, ipOpts)
 				if r.IntN(2) == 0 {
 					d.Src, d.Dst = srv, cli
 				}
@@ -313,6 +407,35 @@ func fastPathMix(r *rand.Rand) []capture.TimedFrame {
 	}
 	pkts = append(pkts, loneClientFlow(start+450*ms)...)
 	return timedFrames(pkts)
+}
+
+// untrackedPacket is a packet between cli and srv (IPv4) that no RTT source
+// reads with the default settings, of one of the kinds the untracked fast
+// path takes or must leave to the general path: UDP (to the DNS and QUIC
+// ports too, which --dns and --quic read), ICMP echo (-C reads it),
+// another protocol, the first and a later fragment of a datagram, with
+// the flow's VLAN tags and IP options and an ECN codepoint at times.
+func untrackedPacket(r *rand.Rand, cli, srv netip.Addr, vlans []uint16, ipOpts []byte) pktcraft.Packet {
+	d := pktcraft.Packet{Src: cli, Dst: srv, VLANs: vlans, IPv4Options: ipOpts, TOS: uint8(r.IntN(4))}
+	switch r.IntN(8) {
+	case 0:
+		d.UDP = &pktcraft.UDP{SrcPort: 5353, DstPort: 53, Payload: make([]byte, 30)}
+	case 1:
+		d.UDP = &pktcraft.UDP{SrcPort: 50000, DstPort: 443, Payload: make([]byte, 1200)}
+	case 2:
+		d.ICMPEcho = &pktcraft.ICMPEcho{ID: 7, Seq: uint16(r.IntN(1000)), Payload: make([]byte, 16)}
+	case 3:
+		d.Raw = &pktcraft.Raw{Proto: 47, Data: make([]byte, 24)} // GRE
+	case 4: // the first fragment: counted as a datagram
+		d.MF, d.IPID = true, uint16(r.IntN(1<<16))
+		d.UDP = &pktcraft.UDP{SrcPort: 5000, DstPort: 5001, Payload: make([]byte, 64)}
+	case 5: // a later fragment: no transport header (not IP to ePPing)
+		d.FragOffset, d.IPID = 9, uint16(r.IntN(1<<16))
+		d.Raw = &pktcraft.Raw{Proto: 17, Data: make([]byte, 40)}
+	default:
+		d.UDP = &pktcraft.UDP{SrcPort: 5000, DstPort: 5001, Payload: make([]byte, 20)}
+	}
+	return d
 }
 
 // loneClientFlow is a steady TCP flow of a client alone in its prefix
