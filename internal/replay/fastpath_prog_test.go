@@ -97,20 +97,7 @@ func TestFastPathSameOutput(t *testing.T) {
 			if c.disable != "" {
 				t.Setenv(kernel.DisableEnv, "xdp_test_run_meta,"+c.disable)
 			}
-			var out [2]string
-			var fast [2]fastCounts
-			for i, general := range []bool{false, true} {
-				cfg := c.cfg
-				cfg.GeneralPathOnly = general
-				b, _, err := replayFile(t, path, "jsonl", replay.Options{BPF: cfg, Report: c.report, Workers: 1, Stats: true})
-				if err != nil {
-					t.Fatalf("general path only %v: %v", general, err)
-				}
-				out[i], fast[i] = withoutFastPathCount(t, string(b))
-				if !strings.Contains(out[i], "replay=tc") {
-					t.Fatalf("the replay did not run the tc programs:\n%s", out[i])
-				}
-			}
+			out, fast := replayBothPaths(t, path, c.cfg, c.report)
 			if fast[0].fast == 0 || fast[1].fast != 0 {
 				t.Errorf("fast_path_packets: %d with the fast path, %d without (want > 0 and 0)", fast[0].fast, fast[1].fast)
 			}
@@ -189,17 +176,7 @@ func TestFastPathUntracked(t *testing.T) {
 		{"aggregated-icmp", aggICMP, aggReport, all - kinds["icmp"]},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var out [2]string
-			var fast [2]fastCounts
-			for i, general := range []bool{false, true} {
-				cfg := c.cfg
-				cfg.GeneralPathOnly = general
-				b, _, err := replayFile(t, path, "jsonl", replay.Options{BPF: cfg, Report: c.report, Workers: 1, Stats: true})
-				if err != nil {
-					t.Fatalf("general path only %v: %v", general, err)
-				}
-				out[i], fast[i] = withoutFastPathCount(t, string(b))
-			}
+			out, fast := replayBothPaths(t, path, c.cfg, c.report)
 			if fast[0].fast != uint64(c.want) || fast[1].fast != 0 {
 				t.Errorf("fast_path_packets: %d with the fast path, %d without; want %d (packets %v) and 0",
 					fast[0].fast, fast[1].fast, c.want, kinds)
@@ -212,6 +189,25 @@ func TestFastPathUntracked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// replayBothPaths replays path through the tc programs one packet at a
+// time with cfg and report, with the fast paths on ([0]) and off ([1]),
+// and returns each run's records and counts (withoutFastPathCount).
+func replayBothPaths(t *testing.T, path string, cfg loader.Config, report sampling.Report) (out [2]string, fast [2]fastCounts) {
+	t.Helper()
+	for i, general := range []bool{false, true} {
+		cfg.GeneralPathOnly = general
+		b, _, err := replayFile(t, path, "jsonl", replay.Options{BPF: cfg, Report: report, Workers: 1, Stats: true})
+		if err != nil {
+			t.Fatalf("general path only %v: %v", general, err)
+		}
+		out[i], fast[i] = withoutFastPathCount(t, string(b))
+		if !strings.Contains(out[i], "replay=tc") {
+			t.Fatalf("the replay did not run the tc programs:\n%s", out[i])
+		}
+	}
+	return out, fast
 }
 
 var fastPathCounts = regexp.MustCompile(`,"(fast_path|agg_folded)_packets":[0-9]+`)
