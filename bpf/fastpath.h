@@ -54,15 +54,22 @@ struct fast_seg {
 	bool ack;
 };
 
-/* A load-time constant: the configurations whose TCP segments take the
- * general path's way through parse_tcp_identifier() that fast_parse()
- * assumes (timestamps, no handshake or DNS source reading the segment),
- * and the whole program (the step variants measure the general path). */
-static __always_inline bool fast_path_on(void)
+/* A load-time constant: whether the fast paths may run at all (not with
+ * loader.Config.GeneralPathOnly, and only in the whole program: the step
+ * variants measure the general path). */
+static __always_inline bool fast_paths_on(void)
 {
-	return cfg_fast_path && cfg_steps >= STEP_COUNTERS && cfg_track_tcp &&
-	       cfg_tcp_mode != TCP_MODE_SEQ && !cfg_track_tcp_handshake &&
-	       !cfg_track_dns;
+	return cfg_fast_path && cfg_steps >= STEP_COUNTERS;
+}
+
+/* A load-time constant, with fast_paths_on(): the configurations whose TCP
+ * segments take the general path's way through parse_tcp_identifier()
+ * that fast_parse() assumes (timestamps, no handshake or DNS source
+ * reading the segment). */
+static __always_inline bool tcp_fast_path_on(void)
+{
+	return cfg_track_tcp && cfg_tcp_mode != TCP_MODE_SEQ &&
+	       !cfg_track_tcp_handshake && !cfg_track_dns;
 }
 
 /* Parses an IPv4 TCP segment (its IP header at l3, after parse_l2) with

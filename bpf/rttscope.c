@@ -716,9 +716,8 @@ static __always_inline void handle_packet(void *ctx,
 	__u16 proto;
 
 	proto = parse_l2(pctx, &l3);
-	if (fast && cfg_fast_path && cfg_steps >= STEP_COUNTERS &&
-	    proto == ETH_P_IP) {
-		if (fast_path_on() && fast_path(pctx, l3, now))
+	if (fast && fast_paths_on() && proto == ETH_P_IP) {
+		if (tcp_fast_path_on() && fast_path(pctx, l3, now))
 			return;
 		if (fast_untracked(pctx, l3))
 			return;

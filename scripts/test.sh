@@ -13,7 +13,7 @@ Sets the machine up (scripts/setup.sh: Debian packages, Go tools, Kafka's
 jars) and runs everything CI runs (make test): lint, the check that the
 committed BPF objects match bpf/, every test as root, then the BPF tests
 on Debian's Linux 6.1 and 6.12 under qemu (~70 min on 2 vCPUs).
-Parts alone: make lint, make check-generate, go test ./internal/...,
+Parts alone: make lint, make check-generate, go test ./...,
 scripts/vmtests.sh --help.
 USAGE
 	exit 0
