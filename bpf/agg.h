@@ -574,6 +574,22 @@ static __always_inline void agg_pkt_of(struct agg_pkt *a,
 		    p->l2_len + p->l3_len);
 }
 
+/* Counts untracked packet a for the prefixes of its source (rx) and
+ * destination (tx), addresses of family ipv (v4-mapped for AF_INET),
+ * which may point into the packet. */
+static __always_inline void
+agg_count_untracked_ends(const struct agg_pkt *a, const struct in6_addr *saddr,
+			 const struct in6_addr *daddr, __u8 ipv)
+{
+	__u32 epoch = READ_ONCE(agg_epoch), tag = agg_absent_tag(epoch);
+	struct agg_key k;
+
+	make_agg_key(&k, saddr, ipv);
+	agg_count_end(a, &k, epoch, tag, false, false, NULL);
+	make_agg_key(&k, daddr, ipv);
+	agg_count_end(a, &k, epoch, tag, false, true, NULL);
+}
+
 /* Counts one packet as ePPing does: in the global record and, when it is
  * IP, for the prefix of its source (rx: from the prefix) and of its
  * destination (tx: to the prefix). Here for packets no RTT source tracks
@@ -584,19 +600,13 @@ static __always_inline void agg_pkt_of(struct agg_pkt *a,
 static __always_inline void agg_count(struct packet_info *p, __u32 pkt_len)
 {
 	struct agg_pkt a;
-	struct agg_key k;
-	__u32 epoch, tag;
 
 	agg_count_global(p, pkt_len);
 	if (!p->l3_valid)
 		return;
 	agg_pkt_of(&a, p);
-	epoch = READ_ONCE(agg_epoch);
-	tag = agg_absent_tag(epoch);
-	make_agg_key(&k, &p->pid.flow.saddr.ip, p->pid.flow.ipv);
-	agg_count_end(&a, &k, epoch, tag, false, false, NULL);
-	make_agg_key(&k, &p->pid.flow.daddr.ip, p->pid.flow.ipv);
-	agg_count_end(&a, &k, epoch, tag, false, true, NULL);
+	agg_count_untracked_ends(&a, &p->pid.flow.saddr.ip,
+				 &p->pid.flow.daddr.ip, p->pid.flow.ipv);
 }
 
 /* One end (tx: the destination, whose address is addr) of an untracked
@@ -643,7 +653,7 @@ static __always_inline void agg_count_untracked_end_v4(const struct agg_pkt *a,
 }
 
 /* agg_count() of an untracked IPv4 packet, from its header (iph, checked
- * by the caller: fastpath.h, fast_untracked) and the bytes of link-layer
+ * by the caller: fastpath.h, fast_untracked_v4) and the bytes of link-layer
  * header before it: the same counts, without a packet_info or the keys in
  * memory. */
 static __always_inline void agg_count_untracked_v4(const struct iphdr *iph,
@@ -659,6 +669,23 @@ static __always_inline void agg_count_untracked_v4(const struct iphdr *iph,
 	tag = agg_absent_tag(epoch);
 	agg_count_untracked_end_v4(&a, iph->saddr, epoch, tag, false);
 	agg_count_untracked_end_v4(&a, iph->daddr, epoch, tag, true);
+}
+
+/* agg_count() of an untracked IPv6 packet whose next header is its
+ * transport (ip6h, checked by the caller: fastpath.h,
+ * fast_untracked_v6) and the bytes of link-layer header before it. The
+ * prefix keys are made from the header's addresses, without a
+ * packet_info. */
+static __always_inline void agg_count_untracked_v6(const struct ipv6hdr *ip6h,
+						   __u32 l2_len)
+{
+	__u32 l3_len = bpf_ntohs(ip6h->payload_len) + sizeof(*ip6h);
+	__u8 proto = ip6h->nexthdr, tos = ipv6_tclass(ip6h);
+	struct agg_pkt a;
+
+	agg_count_global_ip(proto, l2_len + l3_len, tos);
+	agg_pkt_set(&a, proto, false, tos, l3_len, l2_len + l3_len);
+	agg_count_untracked_ends(&a, &ip6h->saddr, &ip6h->daddr, AF_INET6);
 }
 
 /* One end (tx: the destination) of a tracked packet whose flow direction

@@ -25,11 +25,12 @@
  * flows in eight configurations with the fast path on and off and compare
  * every record (internal/replay, TestFastPathSameOutput).
  *
- * A second, shorter fast path takes the IPv4 packets no RTT source reads
- * (fast_untracked, at the end of this file): the datagrams of a UDP flood,
- * QUIC and DNS when their sources are off, ICMP without -C, other
- * protocols. The general path builds the same packet_info for them only
- * to count them (and in aggregated mode, their prefixes).
+ * A second, shorter fast path takes the IPv4 and IPv6 packets no RTT
+ * source reads (fast_untracked_v4/_v6, at the end of this file; IPv6
+ * without extension headers): the datagrams of a UDP flood, QUIC and DNS
+ * when their sources are off, ICMP without -C, other protocols. The
+ * general path builds the same packet_info for them only to count them
+ * (and in aggregated mode, their prefixes).
  *
  * Included by rttscope.c after the general path's helpers. */
 #ifndef RTTSCOPE_FASTPATH_H
@@ -329,6 +330,24 @@ static __always_inline bool untracked_v4_proto(__u8 proto)
 	return true; /* ICMPv6 in IPv4 included: parse_packet() wants IPv6 */
 }
 
+/* The same for an IPv6 packet whose header names nexthdr. An extension
+ * header is left to the general path, which walks the chain (and turns a
+ * later fragment away). */
+static __always_inline bool untracked_v6_proto(__u8 nexthdr)
+{
+	if (is_ipv6_ext(nexthdr))
+		return false;
+	switch (nexthdr) {
+	case IPPROTO_TCP:
+		return false;
+	case IPPROTO_UDP:
+		return !cfg_track_dns && !cfg_track_quic;
+	case IPPROTO_ICMPV6:
+		return !cfg_track_icmp;
+	}
+	return true; /* ICMP in IPv6 included: parse_packet() wants IPv4 */
+}
+
 /* The untracked fast path, under the same contract as fast_path(): true
  * when it took an IPv4 packet (l3, after parse_l2) that the general path
  * would only count, and made exactly its writes (the packets counter, and
@@ -337,8 +356,8 @@ static __always_inline bool untracked_v4_proto(__u8 proto)
  * or a truncated header is the general path's (counted as not IP in
  * aggregated mode). The packet is counted in COUNTER_FAST_PATH, whose sum
  * with COUNTER_PACKETS is the stats record's packets. */
-static __always_inline bool fast_untracked(struct parsing_context *pctx,
-					   void *l3)
+static __always_inline bool fast_untracked_v4(struct parsing_context *pctx,
+					      void *l3)
 {
 	struct iphdr *iph = l3;
 	__u32 hdrlen;
@@ -355,6 +374,24 @@ static __always_inline bool fast_untracked(struct parsing_context *pctx,
 	count(COUNTER_FAST_PATH);
 	if (cfg_aggregate)
 		agg_count_untracked_v4(iph, l3 - pctx->data);
+	return true;
+}
+
+/* fast_untracked_v4() for IPv6: a packet whose fixed header is complete
+ * and whose next header is an untracked transport (untracked_v6_proto).
+ * parse_ipv6() needs nothing more of it. */
+static __always_inline bool fast_untracked_v6(struct parsing_context *pctx,
+					      void *l3)
+{
+	struct ipv6hdr *ip6h = l3;
+
+	if ((void *)(ip6h + 1) > pctx->data_end)
+		return false;
+	if (ip6h->version != 6 || !untracked_v6_proto(ip6h->nexthdr))
+		return false;
+	count(COUNTER_FAST_PATH);
+	if (cfg_aggregate)
+		agg_count_untracked_v6(ip6h, l3 - pctx->data);
 	return true;
 }
 

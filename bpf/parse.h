@@ -82,6 +82,13 @@ static __always_inline int parse_ipv4(struct parsing_context *pctx, void **pos,
 	return iph->protocol;
 }
 
+/* The traffic class (DSCP and ECN, as IPv4's TOS byte): bits 4-11 of the
+ * header's first 16. */
+static __always_inline __u8 ipv6_tclass(const struct ipv6hdr *ip6h)
+{
+	return (bpf_ntohs(*(const __be16 *)ip6h) >> 4) & 0xff;
+}
+
 /* Parses IPv6 and finds the L4 header. Returns the L4 protocol or -1. */
 static __always_inline int parse_ipv6(struct parsing_context *pctx, void **pos,
 				      struct packet_info *p)
@@ -99,7 +106,7 @@ static __always_inline int parse_ipv6(struct parsing_context *pctx, void **pos,
 	p->pid.flow.saddr.ip = ip6h->saddr;
 	p->pid.flow.daddr.ip = ip6h->daddr;
 	p->l3_len = bpf_ntohs(ip6h->payload_len) + sizeof(*ip6h);
-	p->ip_tos = (bpf_ntohs(*(__be16 *)ip6h) >> 4) & 0xff;
+	p->ip_tos = ipv6_tclass(ip6h);
 	nexthdr = ip6h->nexthdr;
 	*pos = ip6h + 1;
 	if (!is_ipv6_ext(nexthdr))

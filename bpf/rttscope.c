@@ -703,7 +703,7 @@ static __always_inline void handle_general(void *ctx,
 }
 
 /* One packet: a fast path (fastpath.h: the common TCP segment, or an
- * untracked IPv4 packet) when fast and it takes it, else the general
+ * untracked IPv4 or IPv6 packet) when fast and it takes it, else the general
  * path. The batched replay runs without them (fast false): its call chain
  * is at 6.1's 512-byte stack limit (replay_last), and the fast path's
  * spills would take it over; the live programs and the one-packet replay
@@ -716,10 +716,12 @@ static __always_inline void handle_packet(void *ctx,
 	__u16 proto;
 
 	proto = parse_l2(pctx, &l3);
-	if (fast && fast_paths_on() && proto == ETH_P_IP) {
-		if (tcp_fast_path_on() && fast_path(pctx, l3, now))
+	if (fast && fast_paths_on()) {
+		if (proto == ETH_P_IP &&
+		    ((tcp_fast_path_on() && fast_path(pctx, l3, now)) ||
+		     fast_untracked_v4(pctx, l3)))
 			return;
-		if (fast_untracked(pctx, l3))
+		if (proto == ETH_P_IPV6 && fast_untracked_v6(pctx, l3))
 			return;
 	}
 	handle_general(ctx, pctx, is_egress, now, proto, l3);

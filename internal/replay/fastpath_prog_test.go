@@ -116,9 +116,10 @@ func TestFastPathSameOutput(t *testing.T) {
 }
 
 // TestFastPathUntracked: the untracked fast path takes exactly the IPv4
-// packets the general path would only count (not a later fragment, nor
-// what a source in the configuration reads), with the general path's
-// records, in default and aggregated mode.
+// and IPv6 packets the general path would only count (not a later
+// fragment, nor an IPv6 packet with extension headers, nor what a source
+// in the configuration reads), with the general path's records, in
+// default and aggregated mode.
 func TestFastPathUntracked(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Setenv(kernel.DisableEnv, "xdp_test_run_meta")
@@ -129,6 +130,10 @@ func TestFastPathUntracked(t *testing.T) {
 	for i := range 600 {
 		cli := netip.AddrFrom4([4]byte{10, 0, byte(i % 3), byte(1 + i%50)})
 		srv := netip.AddrFrom4([4]byte{198, 51, 100, byte(i % 4)})
+		if i%3 == 1 { // a third in IPv6, in three /48s on each side
+			cli = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i % 7), 15: byte(1 + i%50)})
+			srv = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb9, 0, byte(i % 4), 15: 1})
+		}
 		var vlans []uint16
 		if i%5 == 0 {
 			vlans = []uint16{42}
@@ -137,6 +142,8 @@ func TestFastPathUntracked(t *testing.T) {
 		switch {
 		case d.FragOffset > 0:
 			kinds["later-fragment"]++
+		case len(d.IPv6ExtHeaders) > 0: // the general path walks them
+			kinds["ipv6-extension"]++
 		case d.ICMPEcho != nil:
 			kinds["icmp"]++
 		case d.UDP != nil && (d.UDP.DstPort == 53 || d.UDP.DstPort == 443):
@@ -376,7 +383,7 @@ func fastPathMix(r *rand.Rand) []capture.TimedFrame {
 			}
 			send(side, at, pktcraft.TCP{ACK: true, PSH: payload > 0, Payload: make([]byte, payload)})
 		}
-		if f%4 == 0 && cli.Is4() {
+		if f%4 == 0 {
 			// Untracked datagrams between the same hosts, from the
 			// flow's start on: in aggregated mode they count in a
 			// prefix's entry only once a tracked packet made it,
@@ -405,15 +412,21 @@ func fastPathMix(r *rand.Rand) []capture.TimedFrame {
 	return timedFrames(pkts)
 }
 
-// untrackedPacket is a packet between cli and srv (IPv4) that no RTT source
-// reads with the default settings, of one of the kinds the untracked fast
-// path takes or must leave to the general path: UDP (to the DNS and QUIC
-// ports too, which --dns and --quic read), ICMP echo (-C reads it),
-// another protocol, the first and a later fragment of a datagram, with
-// the flow's VLAN tags and IP options and an ECN codepoint at times.
+// untrackedPacket is a packet between cli and srv (either family) that no
+// RTT source reads with the default settings, of one of the kinds the
+// untracked fast path takes or must leave to the general path: UDP (to
+// the DNS and QUIC ports too, which --dns and --quic read), ICMP or
+// ICMPv6 echo (-C reads it), another protocol, the first and a later
+// fragment of a datagram (in IPv6 behind a fragment header), in IPv6 a
+// datagram behind a hop-by-hop header, with the flow's VLAN tags and IPv4
+// options and an ECN codepoint at times.
 func untrackedPacket(r *rand.Rand, cli, srv netip.Addr, vlans []uint16, ipOpts []byte) pktcraft.Packet {
-	d := pktcraft.Packet{Src: cli, Dst: srv, VLANs: vlans, IPv4Options: ipOpts, TOS: uint8(r.IntN(4))}
-	switch r.IntN(8) {
+	d := pktcraft.Packet{Src: cli, Dst: srv, VLANs: vlans, TOS: uint8(r.IntN(4))}
+	v6 := cli.Is6()
+	if !v6 {
+		d.IPv4Options = ipOpts
+	}
+	switch r.IntN(9) {
 	case 0:
 		d.UDP = &pktcraft.UDP{SrcPort: 5353, DstPort: 53, Payload: make([]byte, 30)}
 	case 1:
@@ -423,11 +436,24 @@ func untrackedPacket(r *rand.Rand, cli, srv netip.Addr, vlans []uint16, ipOpts [
 	case 3:
 		d.Raw = &pktcraft.Raw{Proto: 47, Data: make([]byte, 24)} // GRE
 	case 4: // the first fragment: counted as a datagram
-		d.MF, d.IPID = true, uint16(r.IntN(1<<16))
 		d.UDP = &pktcraft.UDP{SrcPort: 5000, DstPort: 5001, Payload: make([]byte, 64)}
+		if v6 {
+			d.IPv6ExtHeaders = []pktcraft.ExtHeader{pktcraft.FragmentHeader(0, true, r.Uint32())}
+		} else {
+			d.MF, d.IPID = true, uint16(r.IntN(1<<16))
+		}
 	case 5: // a later fragment: no transport header (not IP to ePPing)
-		d.FragOffset, d.IPID = 9, uint16(r.IntN(1<<16))
 		d.Raw = &pktcraft.Raw{Proto: 17, Data: make([]byte, 40)}
+		if v6 {
+			d.IPv6ExtHeaders = []pktcraft.ExtHeader{pktcraft.FragmentHeader(9, false, r.Uint32())}
+		} else {
+			d.FragOffset, d.IPID = 9, uint16(r.IntN(1<<16))
+		}
+	case 6: // in IPv6, behind a hop-by-hop header
+		d.UDP = &pktcraft.UDP{SrcPort: 5000, DstPort: 5001, Payload: make([]byte, 20)}
+		if v6 {
+			d.IPv6ExtHeaders = []pktcraft.ExtHeader{pktcraft.HopByHop()}
+		}
 	default:
 		d.UDP = &pktcraft.UDP{SrcPort: 5000, DstPort: 5001, Payload: make([]byte, 20)}
 	}
