@@ -171,6 +171,7 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&o.UDPPayload, "udp-payload", def.UDPPayload, "load: UDP payload bytes per datagram")
 	f.Uint64Var(&o.UDPPPS, "udp-pps", def.UDPPPS, "load: UDP datagrams per second (0 = as fast as the senders go)")
 	f.IntVar(&o.UDPSenders, "udp-senders", def.UDPSenders, "load: UDP sending sockets (one goroutine each)")
+	f.BoolVar(&o.UDPIPv6, "udp-ipv6", false, "load, --live-udp: send the UDP flood over IPv6 instead of IPv4 (--udp-payload up to 1452)")
 	f.StringVar(&o.MonitorBinary, "monitor-bin", "", "load: rttscope binary to run as the monitor (default: this executable)")
 	f.IntVar(&o.EventsBurst, "events-burst", def.EventsBurst, "events: records produced before each drain")
 	f.DurationVar(&o.EventsDuration, "events-duration", def.EventsDuration, "events: length of the concurrent producer/consumer run")

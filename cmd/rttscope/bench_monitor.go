@@ -86,6 +86,7 @@ func newBenchMonitorCmd() *cobra.Command {
 	f.IntVar(&o.UDPPayload, "udp-payload", o.UDPPayload, "UDP payload bytes")
 	f.Uint64Var(&o.UDPPPS, "udp-pps", o.UDPPPS, "UDP datagrams per second (0 = as fast as the senders go)")
 	f.IntVar(&o.UDPSenders, "udp-senders", o.UDPSenders, "UDP sending sockets")
+	f.BoolVar(&o.UDPIPv6, "udp-ipv6", false, "send the UDP flood over IPv6 instead of IPv4 (--udp-payload up to 1452)")
 	f.BoolVar(&o.BPFStats, "bpf-stats", o.BPFStats, "turn on the kernel's BPF run-time accounting for the run (the BPF ns and CPU share figures need it); false: leave it off (the run refuses to start while it is on) so the programs run as in production and throughput and busy_ns_per_packet give the monitors' cost there")
 	f.StringVar(&o.MonitorBinary, "monitor-bin", "", "rttscope binary to run as the monitor (default: this executable)")
 	f.StringVar(&o.CompareBinary, "compare-bin", "", "also run each mode with this rttscope binary (an earlier build) and report the monitor's figures (this executable's, or --monitor-bin's) as ratios to its")
@@ -122,8 +123,8 @@ func newBenchMonitorCmd() *cobra.Command {
 		if len(o.Flows) == 0 && !o.UDP {
 			return usageError{"no traffic case: --tcp=false and --udp=false"}
 		}
-		if o.WriteSize < 1 || o.UDPPayload < 1 || o.UDPPayload > 1472 || o.UDPSenders < 1 {
-			return usageError{"--write-size must be >= 1, --udp-payload 1-1472, --udp-senders >= 1"}
+		if maxPayload := bench.MaxUDPPayload(o.UDPIPv6); o.WriteSize < 1 || o.UDPPayload < 1 || o.UDPPayload > maxPayload || o.UDPSenders < 1 {
+			return usageError{fmt.Sprintf("--write-size must be >= 1, --udp-payload 1-%d, --udp-senders >= 1", maxPayload)}
 		}
 		if trate != "unlimited" && trate != "0" {
 			r, err := lab.ParseRate(trate)

@@ -31,6 +31,7 @@ func TestCLIBenchStudyUsageErrors(t *testing.T) {
 		{[]string{"bench", "monitor", "--flows", "0"}, []string{"--flows"}},
 		{[]string{"bench", "monitor", "--tcp=false", "--udp=false"}, []string{"no traffic case"}},
 		{[]string{"bench", "monitor", "--tcp-rate", "lots"}, []string{"--tcp-rate", "lots"}},
+		{[]string{"bench", "monitor", "--udp-payload", "1472", "--udp-ipv6"}, []string{"--udp-payload 1-1452"}},
 		{[]string{"bench", "monitor", "--warmup-rounds", "-1"}, []string{"--warmup-rounds"}},
 		{[]string{"bench", "monitor", "--compare-bin", "/nonexistent/rttscope"}, []string{"--compare-bin", "/nonexistent/rttscope", "not an executable"}},
 		{[]string{"bench", "monitor", "--compare-bin", "/bin/true", "--modes", ""}, []string{"--compare-bin", "--modes"}},

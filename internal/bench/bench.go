@@ -73,6 +73,7 @@ type Options struct {
 	UDPPayload    int    // UDP payload bytes
 	UDPPPS        uint64 // UDP datagrams/s; 0 = as fast as the senders go
 	UDPSenders    int
+	UDPIPv6       bool // the UDP flood over IPv6 (payload <= 1452)
 	// MonitorBinary is the rttscope binary run as `rttscope monitor`
 	// (default: this executable).
 	MonitorBinary string
@@ -139,8 +140,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("load: reps must be >= 1, duration >= 100ms, warm-up >= 0")
 	case o.Load && len(o.LoadFlows) == 0 && !o.LoadUDP:
 		return errors.New("load: no scenario (no flow count and no UDP)")
-	case o.Load && (o.LoadWriteSize < 1 || o.UDPPayload < 1 || o.UDPPayload > 1472 || o.UDPSenders < 1):
-		return errors.New("load: write size, UDP payload (<= 1472) and UDP senders must be >= 1")
+	case o.Load && (o.LoadWriteSize < 1 || o.UDPPayload < 1 || o.UDPPayload > MaxUDPPayload(o.UDPIPv6) || o.UDPSenders < 1):
+		return fmt.Errorf("load: write size, UDP payload (<= %d) and UDP senders must be >= 1", MaxUDPPayload(o.UDPIPv6))
 	case o.Events && (o.EventsBurst < 1000 || o.EventsBurst > 8_000_000 || o.EventsDuration < 100*time.Millisecond):
 		return errors.New("events: burst must be between 1000 and 8e6, duration >= 100ms")
 	case o.CompareMode != "" && o.CompareMode != ModeSampled && o.CompareMode != ModePerSample && o.CompareMode != ModeAggregated:

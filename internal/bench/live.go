@@ -158,7 +158,7 @@ func runLiveWindows(ctx context.Context, o *Options, res *Result, group string, 
 	}
 	defer lb.sink.Close()
 	if o.LiveUDP {
-		if lb.udp, err = traffic.NewUDPSink(l.Servers[0], l.ServerAddr4[0], 0); err != nil {
+		if lb.udp, err = traffic.NewUDPSink(l.Servers[0], udpServerAddr(l, lb.o.UDPIPv6), 0); err != nil {
 			return err
 		}
 		defer lb.udp.Close()
@@ -503,7 +503,7 @@ func (lb *liveBench) window(ctx context.Context, rep int, prog string) (w LiveWi
 	var bulkErr error
 	var wg sync.WaitGroup
 	if lb.udp != nil {
-		flood, err := traffic.StartUDPFlood(lb.lab.Client, netip.AddrPortFrom(lb.lab.ServerAddr4[0], lb.udp.Addr().Port()),
+		flood, err := traffic.StartUDPFlood(lb.lab.Client, netip.AddrPortFrom(udpServerAddr(lb.lab, lb.o.UDPIPv6), lb.udp.Addr().Port()),
 			traffic.UDPFloodOptions{PayloadSize: lb.o.UDPPayload, PPS: lb.o.UDPPPS, Senders: lb.o.UDPSenders})
 		if err != nil {
 			return w, err

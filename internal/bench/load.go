@@ -142,6 +142,7 @@ type LoadSettings struct {
 	UDPPayload     int    `json:"udp_payload"`
 	UDPPPS         uint64 `json:"udp_pps"`
 	UDPSenders     int    `json:"udp_senders"`
+	UDPIPv6        bool   `json:"udp_ipv6,omitempty"`
 	Path           string `json:"path"`
 	DelayMethod    string `json:"delay_method"`
 	Interface      string `json:"interface"`
@@ -251,7 +252,7 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 	res.Settings.Load = &LoadSettings{
 		Reps: o.LoadReps, Warmup: o.LoadWarmup.String(), Settle: o.LoadSettle.String(), Duration: o.LoadDuration.String(),
 		Flows: o.LoadFlows, UDP: o.LoadUDP, WriteSize: o.LoadWriteSize, TCPRate: rateText(o.LoadTCPRate * 8),
-		UDPPayload: o.UDPPayload, UDPPPS: o.UDPPPS, UDPSenders: o.UDPSenders,
+		UDPPayload: o.UDPPayload, UDPPPS: o.UDPPPS, UDPSenders: o.UDPSenders, UDPIPv6: o.UDPIPv6,
 		Path: o.LoadPath.String(), DelayMethod: l.DelayMethod, Interface: l.Middlebox.Name + "/" + lb.ifname,
 		MonitorCommand: cmdline,
 		Modes: "none: nothing attached; per-sample: --rate-limit 0; sampled: defaults (--rate-limit 100ms); aggregated: --aggregate 1s " +
@@ -288,6 +289,30 @@ func runLoad(ctx context.Context, o *Options, res *Result) (err error) {
 	return nil
 }
 
+// MaxUDPPayload is the largest UDP payload of one 1500-byte packet.
+func MaxUDPPayload(ipv6 bool) int {
+	if ipv6 {
+		return 1500 - 40 - 8
+	}
+	return 1500 - 20 - 8
+}
+
+// udpServerAddr is the first server's address the UDP flood goes to.
+func udpServerAddr(l *lab.Lab, ipv6 bool) netip.Addr {
+	if ipv6 {
+		return l.ServerAddr6[0]
+	}
+	return l.ServerAddr4[0]
+}
+
+// udpFamily names the UDP flood's address family in reports.
+func udpFamily(ipv6 bool) string {
+	if ipv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
 func rateText(bitsPerSec uint64) string {
 	if bitsPerSec == 0 {
 		return "unlimited"
@@ -299,12 +324,13 @@ func rateText(bitsPerSec uint64) string {
 func (lb *loadBench) startTraffic(ctx context.Context, sc loadScenario) error {
 	l := lb.lab
 	if sc.flows == 0 {
-		s, err := traffic.NewUDPSink(l.Servers[0], l.ServerAddr4[0], 0)
+		dst := udpServerAddr(l, lb.o.UDPIPv6)
+		s, err := traffic.NewUDPSink(l.Servers[0], dst, 0)
 		if err != nil {
 			return err
 		}
 		lb.udpSink = s
-		lb.udp, err = traffic.StartUDPFlood(l.Client, netip.AddrPortFrom(l.ServerAddr4[0], s.Addr().Port()),
+		lb.udp, err = traffic.StartUDPFlood(l.Client, netip.AddrPortFrom(dst, s.Addr().Port()),
 			traffic.UDPFloodOptions{PayloadSize: lb.o.UDPPayload, PPS: lb.o.UDPPPS, Senders: lb.o.UDPSenders})
 		return err
 	}

@@ -78,3 +78,51 @@ func TestLoadTrafficTCP(t *testing.T) {
 		t.Errorf("sink process not exited: %v", e)
 	}
 }
+
+// The UDP flood in a lab, over IPv4 and (UDPIPv6) IPv6: the sink listens
+// on the server's address of that family, so datagrams it counts crossed
+// the router on that family's path, and the router's counters carry at
+// least what the sink received (payload plus the family's headers).
+func TestLoadTrafficUDP(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx := context.Background()
+	l := directLab(t, "rttudpl")
+	for _, ipv6 := range []bool{false, true} {
+		t.Run(udpFamily(ipv6), func(t *testing.T) {
+			o := DefaultOptions()
+			o.UDPPayload, o.UDPPPS, o.UDPIPv6 = 64, 2000, ipv6
+			lb, err := newLoadBench(&o, l, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lb.startTraffic(ctx, loadScenario{LoadScenarioUDP, 0}); err != nil {
+				_ = lb.stopTraffic()
+				t.Fatal(err)
+			}
+			defer func() { _ = lb.stopTraffic() }()
+			if got, want := lb.udpSink.Addr().Addr(), udpServerAddr(l, ipv6); got != want || got.Is4() == ipv6 {
+				t.Errorf("sink on %v, want %v", got, want)
+			}
+			s0, err := lb.snap(nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * time.Millisecond)
+			s1, err := lb.snap(nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pkts := s1.sinkP - s0.sinkP
+			if pkts == 0 || s1.sinkB-s0.sinkB != pkts*64 {
+				t.Fatalf("sink received %d datagrams, %d bytes (want > 0 of 64 bytes each)", pkts, s1.sinkB-s0.sinkB)
+			}
+			hdr := uint64(20 + 8)
+			if ipv6 {
+				hdr = 40 + 8
+			}
+			if tx := s1.srv.TxBytes - s0.srv.TxBytes; tx < pkts*(64+hdr) {
+				t.Errorf("the router sent %d bytes toward the server for %d datagrams: fewer than %d-byte %s packets", tx, pkts, 64+hdr, udpFamily(ipv6))
+			}
+		})
+	}
+}

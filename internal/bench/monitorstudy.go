@@ -87,6 +87,8 @@ type MonitorOptions struct {
 	UDPPayload int
 	UDPPPS     uint64
 	UDPSenders int
+	// UDPIPv6 sends the UDP flood over IPv6 (the router's IPv6 path).
+	UDPIPv6 bool
 	// BPFStats turns the kernel's BPF run-time accounting on for the run
 	// (the BPF ns and CPU share figures need it). Off, every program runs
 	// as in production, without the accounting's clock reads, and the
@@ -197,6 +199,7 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 	}
 	lo := DefaultOptions()
 	lo.LoadWriteSize, lo.LoadTCPRate, lo.UDPPayload, lo.UDPPPS, lo.UDPSenders = o.WriteSize, o.TCPRate, o.UDPPayload, o.UDPPPS, o.UDPSenders
+	lo.UDPIPv6 = o.UDPIPv6
 	lo.Progress = o.Progress
 	if len(o.Flows) > 0 {
 		bins, cleanup, err := buildLoadPrograms()
@@ -272,8 +275,8 @@ func RunMonitor(ctx context.Context, o MonitorOptions) (_ *Result, err error) {
 			"rttscope":  "rttscope monitor --netns ROUTER -i mb-srv0 --tc-mode tcx -F jsonl --stats-interval 1s -w FILE, plus: per-sample --rate-limit 0; sampled: defaults; aggregated: --aggregate 1s; flow-summary: --flow-summary --flow-summary-interval 1s",
 			"tcpdump":   "tcpdump -n -i mb-srv0 -w FILE (full packets), stopped with SIGINT",
 			"bpf_stats": statsNote,
-			"traffic": fmt.Sprintf("TCP flows %v (writes of %d B, rate %s, ECN %v), UDP %v (%d B payload, %d sender(s))",
-				o.Flows, o.WriteSize, rateText(o.TCPRate*8), o.ECN, o.UDP, o.UDPPayload, o.UDPSenders),
+			"traffic": fmt.Sprintf("TCP flows %v (writes of %d B, rate %s, ECN %v), UDP %v (%d B payload, %d sender(s), %s)",
+				o.Flows, o.WriteSize, rateText(o.TCPRate*8), o.ECN, o.UDP, o.UDPPayload, o.UDPSenders, udpFamily(o.UDPIPv6)),
 		},
 	}
 	st.Configs = append(st.Configs, StudyConfig{Name: ProgNone})
