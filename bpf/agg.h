@@ -208,6 +208,59 @@ static __always_inline __u32 prefix_mask(__u32 plen, __u32 word)
 	return bpf_htonl(~0U << (32 - bits));
 }
 
+/* A prefix key's words made in registers: what make_agg_key() writes of
+ * an address, also for code that compares keys without building one in
+ * memory (the untracked packets' counting). */
+struct agg_words {
+	__u32 w[4]; /* the masked address, network order; IPv4 v4-mapped */
+	__u8 ipv;
+	__u8 prefix_len;
+};
+
+static __always_inline struct agg_words
+agg_words_of(const struct in6_addr *addr, __u8 ipv)
+{
+	__u32 plen =
+		ipv == AF_INET ? 96 + cfg_agg_prefix_v4 : cfg_agg_prefix_v6;
+	struct agg_words kw;
+	int i;
+
+	/* IPv4 addresses are v4-mapped: the mask also keeps ::ffff. */
+#pragma unroll
+	for (i = 0; i < 4; i++)
+		kw.w[i] = addr->in6_u.u6_addr32[i] & prefix_mask(plen, i);
+	kw.ipv = ipv;
+	kw.prefix_len = ipv == AF_INET ? cfg_agg_prefix_v4 : cfg_agg_prefix_v6;
+	return kw;
+}
+
+/* The words of IPv4 prefix `prefix` (the masked address, network order)
+ * of length plen: a v4-mapped address is 0, 0, ::ffff and the address. */
+static __always_inline struct agg_words agg_words_v4(__be32 prefix, __u8 plen)
+{
+	struct agg_words kw = {.w = {0, 0, bpf_htonl(0xffff), prefix},
+			       .ipv = AF_INET,
+			       .prefix_len = plen};
+
+	return kw;
+}
+
+static __always_inline void agg_key_set(struct agg_key *k,
+					const struct agg_words *kw)
+{
+	int i;
+
+#pragma unroll
+	for (i = 0; i < 4; i++)
+		k->prefix.in6_u.u6_addr32[i] = kw->w[i];
+	k->ipv = kw->ipv;
+	k->prefix_len = kw->prefix_len;
+	k->reserved = 0;
+}
+
+/* Written field by field, not through agg_words: a struct agg_words
+ * temporary would take frame space in the batched replay program, whose
+ * call chain is at 6.1's 512-byte stack limit. */
 static __always_inline void make_agg_key(struct agg_key *k,
 					 const struct in6_addr *addr, __u8 ipv)
 {
@@ -396,23 +449,32 @@ static __always_inline void agg_slot_fill(struct agg_slot *slot,
 		       (i & (AGG_SLOTS - 1));
 }
 
-/* Whether k is the key make_agg_key() makes of the IPv4 prefix `prefix`
- * (the masked address, network order) of length plen: a v4-mapped
- * address is 0, 0, ::ffff and the masked address, so the key is compared
- * as 8, 8 and 4 bytes against words made in registers. k must be 8-byte
- * aligned (a map value's). */
-static __always_inline bool agg_key_is_v4(const struct agg_key *k, __u32 prefix,
-					  __u32 plen)
+/* Whether k is the key whose words are kw, compared as 8, 8 and 4 bytes
+ * against words in registers (constant words fold: an IPv4 key's first
+ * eight bytes are compared with zero). k must be 8-byte aligned (a map
+ * value's). */
+static __always_inline bool agg_key_is(const struct agg_key *k,
+				       const struct agg_words *kw)
 {
 	const __u64 *x = (const __u64 *)k;
 
 	_Static_assert(__builtin_offsetof(struct agg_key, ipv) == 16 &&
 			       __builtin_offsetof(struct agg_key, prefix_len) ==
 				       17,
-		       "agg_key_is_v4() compares the key as 8, 8, 4 bytes");
-	return !x[0] &&
-	       x[1] == ((__u64)bpf_htonl(0xffff) | (__u64)prefix << 32) &&
-	       *(const __u32 *)&x[2] == (AF_INET | plen << 8);
+		       "agg_key_is() compares the key as 8, 8, 4 bytes");
+	return x[0] == ((__u64)kw->w[0] | (__u64)kw->w[1] << 32) &&
+	       x[1] == ((__u64)kw->w[2] | (__u64)kw->w[3] << 32) &&
+	       *(const __u32 *)&x[2] == (kw->ipv | (__u32)kw->prefix_len << 8);
+}
+
+/* Whether k is the key make_agg_key() makes of the IPv4 prefix `prefix`
+ * (the masked address, network order) of length plen. */
+static __always_inline bool agg_key_is_v4(const struct agg_key *k, __u32 prefix,
+					  __u32 plen)
+{
+	struct agg_words kw = agg_words_v4(prefix, plen);
+
+	return agg_key_is(k, &kw);
 }
 
 /* This CPU's slot of the IPv4 prefix of addr (network order) in epoch,
@@ -574,20 +636,44 @@ static __always_inline void agg_pkt_of(struct agg_pkt *a,
 		    p->l2_len + p->l3_len);
 }
 
-/* Counts untracked packet a for the prefixes of its source (rx) and
- * destination (tx), addresses of family ipv (v4-mapped for AF_INET),
- * which may point into the packet. */
-static __always_inline void
-agg_count_untracked_ends(const struct agg_pkt *a, const struct in6_addr *saddr,
-			 const struct in6_addr *daddr, __u8 ipv)
+/* One end (tx: the destination) of an untracked packet, whose prefix
+ * key's words are kw: agg_count_end() of its prefix with the key in
+ * registers. The slot if the prefix holds it (an empty slot is all zero,
+ * which no key is: its ipv is not); else, when the absent-prefix cache
+ * says the prefix has no entry, its family's backup entry; else
+ * agg_stats_lookup() with the key (made on the stack only then, about
+ * once per prefix, CPU and interval). */
+static __always_inline void agg_count_untracked_end(const struct agg_pkt *a,
+						    const struct agg_words *kw,
+						    __u32 epoch, __u32 tag,
+						    bool tx)
 {
-	__u32 epoch = READ_ONCE(agg_epoch), tag = agg_absent_tag(epoch);
+	__u32 i = agg_index_of(kw->w[0] ^ kw->w[1] ^ kw->w[2] ^ kw->w[3],
+			       kw->prefix_len);
+	__u32 si = (epoch & 1) * AGG_SLOTS + i;
+	struct agg_absent_slot *absent;
+	struct agg_stats *s;
+	struct agg_slot *slot;
 	struct agg_key k;
 
-	make_agg_key(&k, saddr, ipv);
-	agg_count_end(a, &k, epoch, tag, false, false, NULL);
-	make_agg_key(&k, daddr, ipv);
-	agg_count_end(a, &k, epoch, tag, false, true, NULL);
+	_Static_assert(
+		__builtin_offsetof(struct agg_slot, key) == 0 &&
+			__builtin_offsetof(struct agg_absent_slot, key) == 0,
+		"the slots' keys are 8-byte aligned");
+	slot = bpf_map_lookup_elem(&agg_slots, &si);
+	if (slot && agg_key_is(&slot->key, kw)) {
+		count_traffic(tx ? &slot->tx : &slot->rx, a);
+		return;
+	}
+	absent = bpf_map_lookup_elem(&agg_absent, &i);
+	if (absent && absent->tag == tag && agg_key_is(&absent->key, kw)) {
+		s = agg_backup_stats(epoch, kw->ipv);
+	} else {
+		agg_key_set(&k, kw);
+		s = agg_stats_lookup(&k, epoch, tag);
+	}
+	if (s)
+		count_traffic(tx ? &s->tx : &s->rx, a);
 }
 
 /* Counts one packet as ePPing does: in the global record and, when it is
@@ -600,56 +686,19 @@ agg_count_untracked_ends(const struct agg_pkt *a, const struct in6_addr *saddr,
 static __always_inline void agg_count(struct packet_info *p, __u32 pkt_len)
 {
 	struct agg_pkt a;
+	struct agg_key k;
+	__u32 epoch, tag;
 
 	agg_count_global(p, pkt_len);
 	if (!p->l3_valid)
 		return;
 	agg_pkt_of(&a, p);
-	agg_count_untracked_ends(&a, &p->pid.flow.saddr.ip,
-				 &p->pid.flow.daddr.ip, p->pid.flow.ipv);
-}
-
-/* One end (tx: the destination, whose address is addr) of an untracked
- * IPv4 packet: agg_count_end() of its prefix with the key's words made in
- * registers. The slot if the prefix holds it; else, when the absent-prefix
- * cache says the prefix has no entry, its family's backup entry; else
- * agg_stats_lookup() with the key (made on the stack only then, about once
- * per prefix, CPU and interval). */
-static __always_inline void agg_count_untracked_end_v4(const struct agg_pkt *a,
-						       __be32 addr, __u32 epoch,
-						       __u32 tag, bool tx)
-{
-	__u32 plen = cfg_agg_prefix_v4, mapped = bpf_htonl(0xffff);
-	__u32 prefix = addr & prefix_mask(96 + plen, 3);
-	__u32 i = agg_index_of(mapped ^ prefix, plen);
-	struct agg_absent_slot *absent;
-	struct agg_stats *s;
-	struct agg_slot *slot;
-	struct agg_key k;
-
-	slot = agg_slot_of_v4(addr, epoch);
-	if (slot) {
-		count_traffic(tx ? &slot->tx : &slot->rx, a);
-		return;
-	}
-	_Static_assert(__builtin_offsetof(struct agg_absent_slot, key) == 0,
-		       "agg_absent_slot's key is 8-byte aligned");
-	absent = bpf_map_lookup_elem(&agg_absent, &i);
-	if (absent && absent->tag == tag &&
-	    agg_key_is_v4(&absent->key, prefix, plen)) {
-		s = agg_backup_stats(epoch, AF_INET);
-	} else {
-		k.prefix.in6_u.u6_addr32[0] = 0;
-		k.prefix.in6_u.u6_addr32[1] = 0;
-		k.prefix.in6_u.u6_addr32[2] = mapped;
-		k.prefix.in6_u.u6_addr32[3] = prefix;
-		k.ipv = AF_INET;
-		k.prefix_len = plen;
-		k.reserved = 0;
-		s = agg_stats_lookup(&k, epoch, tag);
-	}
-	if (s)
-		count_traffic(tx ? &s->tx : &s->rx, a);
+	epoch = READ_ONCE(agg_epoch);
+	tag = agg_absent_tag(epoch);
+	make_agg_key(&k, &p->pid.flow.saddr.ip, p->pid.flow.ipv);
+	agg_count_end(&a, &k, epoch, tag, false, false, NULL);
+	make_agg_key(&k, &p->pid.flow.daddr.ip, p->pid.flow.ipv);
+	agg_count_end(&a, &k, epoch, tag, false, true, NULL);
 }
 
 /* agg_count() of an untracked IPv4 packet, from its header (iph, checked
@@ -660,32 +709,42 @@ static __always_inline void agg_count_untracked_v4(const struct iphdr *iph,
 						   __u32 l2_len)
 {
 	__u32 l3_len = bpf_ntohs(iph->tot_len), epoch, tag;
-	__u8 proto = iph->protocol, tos = iph->tos;
+	__u8 proto = iph->protocol, tos = iph->tos, plen = cfg_agg_prefix_v4;
+	__u32 mask = prefix_mask(96 + plen, 3);
+	struct agg_words kw;
 	struct agg_pkt a;
 
 	agg_count_global_ip(proto, l2_len + l3_len, tos);
 	agg_pkt_set(&a, proto, false, tos, l3_len, l2_len + l3_len);
 	epoch = READ_ONCE(agg_epoch);
 	tag = agg_absent_tag(epoch);
-	agg_count_untracked_end_v4(&a, iph->saddr, epoch, tag, false);
-	agg_count_untracked_end_v4(&a, iph->daddr, epoch, tag, true);
+	kw = agg_words_v4(iph->saddr & mask, plen);
+	agg_count_untracked_end(&a, &kw, epoch, tag, false);
+	kw = agg_words_v4(iph->daddr & mask, plen);
+	agg_count_untracked_end(&a, &kw, epoch, tag, true);
 }
 
 /* agg_count() of an untracked IPv6 packet whose next header is its
  * transport (ip6h, checked by the caller: fastpath.h,
- * fast_untracked_v6) and the bytes of link-layer header before it. The
- * prefix keys are made from the header's addresses, without a
- * packet_info. */
+ * fast_untracked_v6) and the bytes of link-layer header before it: the
+ * same counts, with the prefix keys' words made from the header's
+ * addresses in registers. */
 static __always_inline void agg_count_untracked_v6(const struct ipv6hdr *ip6h,
 						   __u32 l2_len)
 {
-	__u32 l3_len = bpf_ntohs(ip6h->payload_len) + sizeof(*ip6h);
+	__u32 l3_len = bpf_ntohs(ip6h->payload_len) + sizeof(*ip6h), epoch, tag;
 	__u8 proto = ip6h->nexthdr, tos = ipv6_tclass(ip6h);
+	struct agg_words kw;
 	struct agg_pkt a;
 
 	agg_count_global_ip(proto, l2_len + l3_len, tos);
 	agg_pkt_set(&a, proto, false, tos, l3_len, l2_len + l3_len);
-	agg_count_untracked_ends(&a, &ip6h->saddr, &ip6h->daddr, AF_INET6);
+	epoch = READ_ONCE(agg_epoch);
+	tag = agg_absent_tag(epoch);
+	kw = agg_words_of(&ip6h->saddr, AF_INET6);
+	agg_count_untracked_end(&a, &kw, epoch, tag, false);
+	kw = agg_words_of(&ip6h->daddr, AF_INET6);
+	agg_count_untracked_end(&a, &kw, epoch, tag, true);
 }
 
 /* One end (tx: the destination) of a tracked packet whose flow direction

@@ -118,8 +118,8 @@ func TestFastPathSameOutput(t *testing.T) {
 // TestFastPathUntracked: the untracked fast path takes exactly the IPv4
 // and IPv6 packets the general path would only count (not a later
 // fragment, nor an IPv6 packet with extension headers, nor what a source
-// in the configuration reads), with the general path's records, in
-// default and aggregated mode.
+// in the configuration reads, nor the tracked TCP segments between them),
+// with the general path's records, in default and aggregated mode.
 func TestFastPathUntracked(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Setenv(kernel.DisableEnv, "xdp_test_run_meta")
@@ -130,8 +130,12 @@ func TestFastPathUntracked(t *testing.T) {
 	for i := range 600 {
 		cli := netip.AddrFrom4([4]byte{10, 0, byte(i % 3), byte(1 + i%50)})
 		srv := netip.AddrFrom4([4]byte{198, 51, 100, byte(i % 4)})
-		if i%3 == 1 { // a third in IPv6, in three /48s on each side
-			cli = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i % 7), 15: byte(1 + i%50)})
+		if i%3 == 1 {
+			// A third in IPv6: clients in 64 /48s that differ in the
+			// key's second word only, so that some share a prefix
+			// slot (256 a CPU) and a key compare that missed a word
+			// would count them in another prefix; servers in four.
+			cli = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i % 64), 15: byte(1 + i%50)})
 			srv = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb9, 0, byte(i % 4), 15: 1})
 		}
 		var vlans []uint16
@@ -154,6 +158,16 @@ func TestFastPathUntracked(t *testing.T) {
 			kinds["other"]++
 		}
 		pkts = append(pkts, timedPacket{start + int64(i)*ms, d, i%2 == 0})
+		if i%6 <= 1 {
+			// Tracked segments from every other client prefix (the
+			// odd /48s, 10.0.0.0/24): in aggregated mode those
+			// prefixes have entries and slots in every interval, which
+			// the untracked packets of the others must not find.
+			seg := pktcraft.Packet{Src: cli, Dst: srv, TCP: &pktcraft.TCP{SrcPort: 40000 + uint16(i%64), DstPort: 443,
+				ACK: true, TSval: uint32(1000 + i), TSecr: 1, Payload: make([]byte, 100)}}
+			pkts = append(pkts, timedPacket{start + int64(i)*ms + ms/2, seg, true})
+			kinds["tcp"]++
+		}
 	}
 	path := filepath.Join(t.TempDir(), "untracked.pcapng")
 	if err := capture.WritePcapng(path, []uint16{capture.LinkTypeEthernet}, timedFrames(pkts)); err != nil {
