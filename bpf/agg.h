@@ -701,50 +701,51 @@ static __always_inline void agg_count(struct packet_info *p, __u32 pkt_len)
 	agg_count_end(&a, &k, epoch, tag, false, true, NULL);
 }
 
-/* agg_count() of an untracked IPv4 packet, from its header (iph, checked
- * by the caller: fastpath.h, fast_untracked_v4) and the bytes of link-layer
- * header before it: the same counts, without a packet_info or the keys in
- * memory. */
+/* agg_count() of an untracked IP packet from its header's fields: proto,
+ * tos (the traffic class in IPv6), l3_len (IP header and payload), the
+ * bytes of link-layer header before it, and its prefix keys' words (src,
+ * dst): the same counts, without a packet_info or the keys in memory. */
+static __always_inline void agg_count_untracked(__u8 proto, __u8 tos,
+						__u32 l3_len, __u32 l2_len,
+						const struct agg_words *src,
+						const struct agg_words *dst)
+{
+	__u32 epoch, tag;
+	struct agg_pkt a;
+
+	agg_count_global_ip(proto, l2_len + l3_len, tos);
+	agg_pkt_set(&a, proto, false, tos, l3_len, l2_len + l3_len);
+	epoch = READ_ONCE(agg_epoch);
+	tag = agg_absent_tag(epoch);
+	agg_count_untracked_end(&a, src, epoch, tag, false);
+	agg_count_untracked_end(&a, dst, epoch, tag, true);
+}
+
+/* agg_count_untracked() of an IPv4 packet (iph, checked by the caller:
+ * fastpath.h, fast_untracked_v4). */
 static __always_inline void agg_count_untracked_v4(const struct iphdr *iph,
 						   __u32 l2_len)
 {
-	__u32 l3_len = bpf_ntohs(iph->tot_len), epoch, tag;
-	__u8 proto = iph->protocol, tos = iph->tos, plen = cfg_agg_prefix_v4;
+	__u8 plen = cfg_agg_prefix_v4;
 	__u32 mask = prefix_mask(96 + plen, 3);
-	struct agg_words kw;
-	struct agg_pkt a;
+	struct agg_words src = agg_words_v4(iph->saddr & mask, plen);
+	struct agg_words dst = agg_words_v4(iph->daddr & mask, plen);
 
-	agg_count_global_ip(proto, l2_len + l3_len, tos);
-	agg_pkt_set(&a, proto, false, tos, l3_len, l2_len + l3_len);
-	epoch = READ_ONCE(agg_epoch);
-	tag = agg_absent_tag(epoch);
-	kw = agg_words_v4(iph->saddr & mask, plen);
-	agg_count_untracked_end(&a, &kw, epoch, tag, false);
-	kw = agg_words_v4(iph->daddr & mask, plen);
-	agg_count_untracked_end(&a, &kw, epoch, tag, true);
+	agg_count_untracked(iph->protocol, iph->tos, bpf_ntohs(iph->tot_len),
+			    l2_len, &src, &dst);
 }
 
-/* agg_count() of an untracked IPv6 packet whose next header is its
- * transport (ip6h, checked by the caller: fastpath.h,
- * fast_untracked_v6) and the bytes of link-layer header before it: the
- * same counts, with the prefix keys' words made from the header's
- * addresses in registers. */
+/* agg_count_untracked() of an IPv6 packet whose next header is its
+ * transport (ip6h, checked by the caller: fastpath.h, fast_untracked_v6). */
 static __always_inline void agg_count_untracked_v6(const struct ipv6hdr *ip6h,
 						   __u32 l2_len)
 {
-	__u32 l3_len = bpf_ntohs(ip6h->payload_len) + sizeof(*ip6h), epoch, tag;
-	__u8 proto = ip6h->nexthdr, tos = ipv6_tclass(ip6h);
-	struct agg_words kw;
-	struct agg_pkt a;
+	struct agg_words src = agg_words_of(&ip6h->saddr, AF_INET6);
+	struct agg_words dst = agg_words_of(&ip6h->daddr, AF_INET6);
 
-	agg_count_global_ip(proto, l2_len + l3_len, tos);
-	agg_pkt_set(&a, proto, false, tos, l3_len, l2_len + l3_len);
-	epoch = READ_ONCE(agg_epoch);
-	tag = agg_absent_tag(epoch);
-	kw = agg_words_of(&ip6h->saddr, AF_INET6);
-	agg_count_untracked_end(&a, &kw, epoch, tag, false);
-	kw = agg_words_of(&ip6h->daddr, AF_INET6);
-	agg_count_untracked_end(&a, &kw, epoch, tag, true);
+	agg_count_untracked(ip6h->nexthdr, ipv6_tclass(ip6h),
+			    bpf_ntohs(ip6h->payload_len) + sizeof(*ip6h),
+			    l2_len, &src, &dst);
 }
 
 /* One end (tx: the destination) of a tracked packet whose flow direction
