@@ -41,15 +41,7 @@ func TestLoadTrafficTCP(t *testing.T) {
 	if a := lb.sink.Active(); a != flows {
 		t.Errorf("sink holds %d connections, want %d", a, flows)
 	}
-	s0, err := lb.snap(nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(500 * time.Millisecond)
-	s1, err := lb.snap(nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s0, s1 := snapTwice(t, lb)
 	if s1.sinkB <= s0.sinkB {
 		t.Errorf("sink bytes did not grow: %d then %d", s0.sinkB, s1.sinkB)
 	}
@@ -103,15 +95,7 @@ func TestLoadTrafficUDP(t *testing.T) {
 			if got, want := lb.udpSink.Addr().Addr(), udpServerAddr(l, ipv6); got != want || got.Is4() == ipv6 {
 				t.Errorf("sink on %v, want %v", got, want)
 			}
-			s0, err := lb.snap(nil, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(500 * time.Millisecond)
-			s1, err := lb.snap(nil, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s0, s1 := snapTwice(t, lb)
 			pkts := s1.sinkP - s0.sinkP
 			if pkts == 0 || s1.sinkB-s0.sinkB != pkts*64 {
 				t.Fatalf("sink received %d datagrams, %d bytes (want > 0 of 64 bytes each)", pkts, s1.sinkB-s0.sinkB)
@@ -125,4 +109,18 @@ func TestLoadTrafficUDP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// snapTwice returns the load bench's readings half a second apart.
+func snapTwice(t *testing.T, lb *loadBench) (s0, s1 loadSnap) {
+	t.Helper()
+	var err error
+	if s0, err = lb.snap(nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if s1, err = lb.snap(nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s0, s1
 }
