@@ -70,7 +70,7 @@ func newBenchForwardingCmd() *cobra.Command {
 			return usageError{"--tcp-flows must be >= 0"}
 		case !o.SingleTCP && o.TCPFlows == 0 && !o.UDP:
 			return usageError{"no traffic case: enable --tcp-single, --tcp-flows or --udp"}
-		case o.UDP && (o.UDPPayload < 1 || o.UDPPayload > 1472 || o.UDPSenders < 1):
+		case o.UDP && (o.UDPPayload < 1 || o.UDPPayload > bench.MaxUDPPayload(false) || o.UDPSenders < 1):
 			return usageError{"--udp-payload must be 1-1472 and --udp-senders >= 1"}
 		case o.PingInterval < 0:
 			return usageError{"--ping-interval must be >= 0"}

@@ -63,7 +63,7 @@ func newBenchHooksCmd() *cobra.Command {
 				return usageError{fmt.Sprintf("--types: unknown type %q (want some of %v)", t, bench.HookTypes)}
 			}
 		}
-		if o.UDPPayload < 1 || o.UDPPayload > 1472 || o.Senders < 1 {
+		if o.UDPPayload < 1 || o.UDPPayload > bench.MaxUDPPayload(false) || o.Senders < 1 {
 			return usageError{"--udp-payload must be 1-1472 and --udp-senders >= 1"}
 		}
 		o.Types = types

@@ -108,7 +108,7 @@ func RunForwarding(ctx context.Context, o ForwardingOptions) (_ *Result, err err
 	if len(o.Modes) == 0 {
 		return nil, errors.New("forwarding: no router mode")
 	}
-	if o.UDP && (o.UDPPayload < 1 || o.UDPPayload > 1472 || o.UDPSenders < 1) {
+	if o.UDP && (o.UDPPayload < 1 || o.UDPPayload > MaxUDPPayload(false) || o.UDPSenders < 1) {
 		return nil, errors.New("forwarding: UDP payload must be 1-1472 bytes and senders >= 1")
 	}
 	if o.TCPFlows < 0 || (!o.SingleTCP && o.TCPFlows == 0 && !o.UDP) {

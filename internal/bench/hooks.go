@@ -129,7 +129,7 @@ func RunHooks(ctx context.Context, o HooksOptions) (_ *Result, err error) {
 	if err := checkRoot(o.Progress); err != nil {
 		return nil, err
 	}
-	if o.UDPPayload < 1 || o.UDPPayload > 1472 || o.Senders < 1 {
+	if o.UDPPayload < 1 || o.UDPPayload > MaxUDPPayload(false) || o.Senders < 1 {
 		return nil, errors.New("hooks: UDP payload must be 1-1472 bytes and senders >= 1")
 	}
 	spec, err := probe.LoadHooks()
